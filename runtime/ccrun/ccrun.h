@@ -110,10 +110,10 @@ void ccrun_report_free(ccrun_report *r);
 /* The device's free bytes now into *free_b: 1, or 0 (and *free_b 0) when
  * the device refused to say (the reason in cca_last_error). */
 int ccrun_device_free(cca_upstream *dev, size_t *free_b);
-/* "+1.50 MiB": the device's free memory from before to after (known_* as
- * ccrun_device_free returned), "+0 B" when it did not rise; "unknown
- * (mem_info refused)" when either was unread. Into BUF; returns BUF. */
-const char *ccrun_rise_text(int known_before, size_t before, int known_after, size_t after, char *buf, size_t n);
+/* "+1.50 MiB": the device's free memory from before to after, "+0 B" when
+ * it did not rise; "unknown (mem_info refused)" when `read` is 0 (either
+ * count unread, as ccrun_device_free said). Into BUF; returns BUF. */
+const char *ccrun_rise_text(int read, size_t before, size_t after, char *buf, size_t n);
 /* Write {"device":..., "phases":[...], "result":...} */
 void ccrun_json_document(ccrun_report *r, ccr_engine *e, const char *error, size_t live_bytes);
 /* Fill a batch of inputs with deterministic numbers in [0, 1). */

@@ -98,16 +98,14 @@ static void step_failed(demo *d, const char *what) {
 }
 
 /* The device's free bytes now into *f: 1; or 0 when the device refused to
- * say, a failed step, said under its row as step_failed says one (the
- * demo's figures are the device's own count: one it cannot read is none). */
+ * say: a failed step (step_failed, its message prefixed "the device's free
+ * memory could not be read"), as the demo's figures are the device's own
+ * count and one it cannot read is none. */
 static int device_free_now(demo *d, size_t *f) {
     if (ccrun_device_free(d->dev, f))
         return 1;
-    ccai_fprintf_escaped(stdout, "          -> the device's free memory could not be read: %s", cca_last_error());
-    putchar('\n');
-    snprintf(d->why, sizeof d->why, "the device's free memory could not be read: %s", cca_last_error());
-    d->failed = 1;
-    d->steps_failed++;
+    cca_error_prefix(CCA_ERR_UPSTREAM, "the device's free memory could not be read");
+    step_failed(d, "");
     return 0;
 }
 
@@ -553,7 +551,7 @@ static void act4_half_run(demo *d, int domains, const char *spec_a, const char *
         h->rise_read = read0 && device_free_now(d, &free_after);
         h->rise = h->rise_read && free_after > free0 ? free_after - free0 : 0;
         ccrun_phase(&d->rep, e, "unload", "A", ccrun_now_ms() - t, "A's domain released: device free %s of its %s",
-                    ccrun_rise_text(h->rise_read, free0, h->rise_read, free_after, rise, sizeof rise),
+                    ccrun_rise_text(h->rise_read, free0, free_after, rise, sizeof rise),
                     cca_format_bytes(h->a_reserved, b1, sizeof b1));
     } else {
         ccrun_phase(&d->rep, e, "unload", "A", ccrun_now_ms() - t, "device free +0 B: A's memory stays cached");
@@ -612,8 +610,7 @@ static void act4_half_run(demo *d, int domains, const char *spec_a, const char *
         step_failed(d, "unload failed: ");
     read1 = read1 && device_free_now(d, &free_after);
     ccrun_phase(&d->rep, e, "unload", "R", ccrun_now_ms() - t, "%sdevice free %s",
-                domains ? "R's domain released: " : "",
-                ccrun_rise_text(read1, free1, read1, free_after, rise, sizeof rise));
+                domains ? "R's domain released: " : "", ccrun_rise_text(read1, free1, free_after, rise, sizeof rise));
     ccr_release_info ri;
     release(d, e, &ri);
     char note[64];
@@ -635,7 +632,7 @@ static void act4(demo *d) {
     if (off.ok)
         add_summary(d, "4", "no domains: A unloaded + empty-cache",
                     "device free %s of A's %s; %s trapped in %zu segments pinned by R",
-                    ccrun_rise_text(off.rise_read, 0, off.rise_read, off.rise, rise, sizeof rise),
+                    ccrun_rise_text(off.rise_read, 0, off.rise, rise, sizeof rise),
                     cca_format_bytes(off.a_reserved, b2, sizeof b2), cca_format_bytes(off.trapped, b1, sizeof b1),
                     off.pinned);
     else
@@ -822,8 +819,7 @@ static void act5(demo *d, const char *spec_a, const char *spec_b) {
     size_t asleep_free = 0;
     int known = device_free_now(d, &asleep_free), at_base = known && asleep_free == base;
     char rise[64];
-    ccrun_rise_text(s.device_free_read, s.device_free_before, s.device_free_read, s.device_free_after, rise,
-                    sizeof rise);
+    ccrun_rise_text(s.device_free_read, s.device_free_before, s.device_free_after, rise, sizeof rise);
     if (known)
         ccrun_phase(&d->rep, e, "sleep", "A", s.ms,
                     "A asleep, still loaded: device free %s (all it held), %s baseline; %s on the host", rise,

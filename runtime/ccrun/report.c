@@ -92,9 +92,9 @@ int ccrun_device_free(cca_upstream *dev, size_t *free_b) {
     return 0;
 }
 
-const char *ccrun_rise_text(int known_before, size_t before, int known_after, size_t after, char *buf, size_t n) {
+const char *ccrun_rise_text(int read, size_t before, size_t after, char *buf, size_t n) {
     char b[32];
-    if (!known_before || !known_after)
+    if (!read)
         snprintf(buf, n, "unknown (mem_info refused)");
     else
         snprintf(buf, n, "+%s", cca_format_bytes(after > before ? after - before : 0, b, sizeof b));

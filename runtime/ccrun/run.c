@@ -265,7 +265,7 @@ static int unload_model(run_state *rs, ccr_model *m, const char *src) {
     known &= ccrun_device_free(ccr_engine_upstream(rs->e), &after);
     size_t rise = after > before ? after - before : 0;
     char rise_text[64];
-    ccrun_rise_text(known, before, known, after, rise_text, sizeof rise_text);
+    ccrun_rise_text(known, before, after, rise_text, sizeof rise_text);
     if (st != CCR_OK) {
         ccrun_phase(&rs->rep, rs->e, "unload", src, ms, "domain NOT released: %zu live blocks", u.live_blocks);
         return model_error(rs, NULL);

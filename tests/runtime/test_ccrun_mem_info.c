@@ -53,14 +53,18 @@ static void no_unread_figure(const ccrun_result *r, uint64_t k, size_t zero_rise
     }
 }
 
+static int argc_of(char **argv) {
+    int n = 0;
+    while (argv[n])
+        n++;
+    return n;
+}
+
 /* One refused run: k, the first call refused; every period-th from there. */
 static void refused_run(size_t capacity, char **argv, uint64_t k, uint64_t period, size_t zero_rises) {
-    int argc = 0;
-    while (argv[argc])
-        argc++;
     tu_faulty f;
     ccrun_setup s = {.capacity = capacity, .fail_mem_info_from = k, .fail_mem_info_period = period};
-    ccrun_result r = ccrun_on_double(&f, &s, argc, argv);
+    ccrun_result r = ccrun_on_double(&f, &s, argc_of(argv), argv);
     cr_expect(r.rc == CCRUN_OK || r.rc == CCRUN_ERR_MODEL, "k=%llu/%llu: exit %d; stderr:\n%s", (unsigned long long)k,
               (unsigned long long)period, r.rc, r.err);
     no_unread_figure(&r, k, zero_rises);
@@ -73,12 +77,9 @@ static void refused_run(size_t capacity, char **argv, uint64_t k, uint64_t perio
 
 /* ARGV run clean: its mem_info calls, and *zero_rises. */
 static uint64_t clean_run(size_t capacity, char **argv, size_t *zero_rises) {
-    int argc = 0;
-    while (argv[argc])
-        argc++;
     tu_faulty f;
     ccrun_setup s = {.capacity = capacity};
-    ccrun_result r = ccrun_on_double(&f, &s, argc, argv);
+    ccrun_result r = ccrun_on_double(&f, &s, argc_of(argv), argv);
     cr_assert_eq(r.rc, CCRUN_OK, "clean: exit 0; stdout:\n%s\nstderr:\n%s", r.out, r.err);
     *zero_rises = tu_count(r.out, "free +0 B");
     no_unread_figure(&r, 0, *zero_rises);

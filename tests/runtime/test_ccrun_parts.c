@@ -57,10 +57,10 @@ Test(ccrun_parts, baseline_note_says_equal_below_or_above_exactly) {
 
 Test(ccrun_parts, a_rise_is_said_unknown_when_a_count_was_not_read) {
     char buf[64];
-    cr_assert_str_eq(ccrun_rise_text(1, 1u << 20, 1, 3u << 20, buf, sizeof buf), "+2.00 MiB");
-    cr_assert_str_eq(ccrun_rise_text(1, 3u << 20, 1, 1u << 20, buf, sizeof buf), "+0 B", "a fall is no rise");
-    cr_assert_str_eq(ccrun_rise_text(0, 0, 1, 3u << 20, buf, sizeof buf), "unknown (mem_info refused)");
-    cr_assert_str_eq(ccrun_rise_text(1, 1u << 20, 0, 0, buf, sizeof buf), "unknown (mem_info refused)");
+    cr_assert_str_eq(ccrun_rise_text(1, 1u << 20, 3u << 20, buf, sizeof buf), "+2.00 MiB");
+    cr_assert_str_eq(ccrun_rise_text(1, 3u << 20, 1u << 20, buf, sizeof buf), "+0 B", "a fall is no rise");
+    cr_assert_str_eq(ccrun_rise_text(0, 0, 3u << 20, buf, sizeof buf), "unknown (mem_info refused)");
+    cr_assert_str_eq(ccrun_rise_text(0, 1u << 20, 0, buf, sizeof buf), "unknown (mem_info refused)");
 }
 
 Test(ccrun_parts, alloc_conf_joins_policy_and_conf_with_one_comma) {

@@ -668,14 +668,21 @@ int ccb_result_reported(const ccb_result *x);
  * statement's own, room for any of those texts (each shorter than
  * CCB_WHY_MAX, its characters doubled at most). */
 const char *ccb_md_cell(const char *s, char *buf, size_t len);
+/* A markdown row (or a line of one) with text from outside, escaped
+ * (ccai_fprintf_escaped): 0, or -1 when it could not be formatted whole
+ * (over 1 KiB without host memory: "(out of host memory for the message)"
+ * in its place). A failed write is not -1: the file's close reports it. */
+__attribute__((format(printf, 2, 3))) int ccb_fprintf_row(FILE *f, const char *fmt, ...);
 #define CCB_MD_MAX (2 * CCB_WHY_MAX)
 #define CCB_MD(s) ccb_md_cell((s), (char[CCB_MD_MAX]){0}, CCB_MD_MAX)
 
-/* report.c */
-/* The results table: 0, or -1 when a row could not be formatted whole (a
- * row over 1 KiB, a long reason, without host memory: ccai_escape.h
- * writes "(out of host memory for the message)" in its place); the
- * callers count that output as not written whole. */
+/* report.c, iterations.c */
+/* Every markdown table writer that writes text from outside returns 0, or
+ * -1 when a row could not be written whole: a row over 1 KiB (a long
+ * reason) without host memory, which ccai_escape.h replaces by "(out of
+ * host memory for the message)", or a table host memory could not compute
+ * (the per-domain sums). Its callers pass that to ccb_out_formatted, which
+ * counts the output as not written whole. */
 int ccb_write_results_md(FILE *f, const ccb_result *r, size_t n);
 void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);
 /* iterations.c: the first iteration and the later ones apart (--iterations
@@ -683,35 +690,33 @@ void ccb_write_results_csv(FILE *f, const ccb_result *r, size_t n);
  * when every row's N is 1). ccb_results_iterations: the largest N of the
  * rows (1 when none is larger). */
 int ccb_results_iterations(const ccb_result *r, size_t n);
-void ccb_write_iterations_md(FILE *f, const ccb_result *r, size_t n);
+int ccb_write_iterations_md(FILE *f, const ccb_result *r, size_t n);
 void ccb_write_iterations_csv(FILE *f, const ccb_result *r, size_t n);
-void ccb_write_iterations_readme(FILE *f, const ccb_result *r, size_t n);
+int ccb_write_iterations_readme(FILE *f, const ccb_result *r, size_t n);
 /* One trace's checkpoints (marks, release events): a row each, reserved per
  * strategy (r = that trace's nspecs results). CSV: one row per strategy and
  * checkpoint, header when asked. */
-void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs);
+int ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs);
 void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs, int header);
 /* A trace's domains: allocs, peak requested, and what each strategy's
  * releases of each domain gave back. */
-void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs);
-/* The traces: events, lower bound, ideal arena, marks, release events. 0,
- * or -1 when a row could not be formatted whole (a row over 1 KiB without
- * host memory: ccai_escape.h). */
+int ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs);
+/* The traces: events, lower bound, ideal arena, marks, release events. */
 int ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n);
 int ccb_write_timeline_csv(const char *path, const ccb_result *r);
-void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_ns);
+int ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_ns);
 void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n);
 void ccb_write_driver_md(FILE *f, const ccb_driver_row *rows, size_t n, int reps);
 void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n);
 /* The vm table under its own heading: the rows, or "skipped: why" (rows
  * NULL). upstream: what was measured, e.g. "cuda (GPU 0)". */
-void ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n, const char *why);
+int ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n, const char *why);
 void ccb_write_driver_vm_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n);
 /* The whole-maps table (rows NULL: "skipped: why"), each size next to the
  * cudaMalloc / cudaFree medians of the mrows row of the same size ("—"
  * where none has reps), and its CSV. */
-void ccb_write_driver_whole_maps_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n,
-                                    const ccb_driver_row *mrows, size_t nm, const char *why);
+int ccb_write_driver_whole_maps_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n,
+                                   const ccb_driver_row *mrows, size_t nm, const char *why);
 void ccb_write_driver_whole_maps_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n, const ccb_driver_row *mrows,
                                      size_t nm);
 /* Write the machine description (uname -a, CPU model, date) as markdown. */
@@ -726,7 +731,7 @@ void ccb_write_machine_md(FILE *f);
  * bidi characters: \xNN) make the line one a shell would read otherwise;
  * it is then followed by "(characters shown as \xNN: not runnable as
  * written)". */
-void ccb_write_command_md(FILE *f, const char *command_line);
+int ccb_write_command_md(FILE *f, const char *command_line);
 void ccb_file_name(const char *in, char *out, size_t len);
 /* Run gnuplot on scripts/<script> with arguments, inside directory cwd
  * (NULL: this process's), started by posix_spawn (never fork: see
@@ -777,6 +782,10 @@ int ccb_out_path(const char *dir, const char *name, char *path, size_t len);
 /* Say "ccbench: cannot WHAT PATH: WHY" on stderr and count it as an output
  * failure; -1. */
 int ccb_out_failed(const char *what, const char *path, const char *why);
+/* A writer's status (report.c): rc -1 says "cannot write DIR/NAME: a line
+ * could not be formatted (out of host memory)" (DIR NULL: NAME alone, e.g.
+ * "standard output") and counts it as an output failure; rc. */
+int ccb_out_formatted(int rc, const char *dir, const char *name);
 /* Replay results as files (r: trace-major, nspecs per trace): results.md/
  * .csv, traces.md, checkpoints.csv, timeline/T__S.csv, and the plots
  * timeline_T.png and ratios.dat/.png unless no_plots. */
@@ -786,8 +795,8 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
  * traces, the strategies x traces table with the driver cost it charged, and
  * each trace's phases and release events, and links to the plots of d that
  * ccb_write_replay_files made (none with no_plots, or when gnuplot made none). */
-void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace *traces, size_t ntraces,
-                             const ccb_result *r, size_t nspecs, const ccb_device *driver);
+int ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace *traces, size_t ntraces,
+                            const ccb_result *r, size_t nspecs, const ccb_device *driver);
 
 /* ------------------------------------------------------------------------ */
 /* Command line (cli.c) and sub-commands (cmd_*.c, suite.c, switch.c)      */

@@ -14,15 +14,32 @@
  *   or a domain's: the trace format allows it), which in a table ends the
  *   cell; ccb_md_cell writes it "\|" (GitHub's escape), so a row keeps its
  *   header's columns. The writers then escape controls for the terminal
- *   (ccai_fprintf_escaped), which leaves '\' and '|' as they are.
+ *   (ccb_fprintf_row: ccai_fprintf_escaped), which leaves '\' and '|' as
+ *   they are.
+ * - A row host memory could not format (over 1 KiB: a long reason) is
+ *   "(out of host memory for the message)"; ccb_fprintf_row says so (-1),
+ *   and the table's caller counts the output as not whole. A row that
+ *   could not be written (a full disk) is not: ferror keeps that, and the
+ *   close says it (outputs.c).
  */
 #include "ccbench.h"
 
 #include <ccalloc.h>
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
+
+int ccb_fprintf_row(FILE *f, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = ccai_vfprintf_escaped(f, fmt, ap);
+    va_end(ap);
+    return n == EOF && !ferror(f) ? -1 : 0;
+}
 
 /* cca_format_bytes, plus "—" for a figure a strategy cannot report. */
 void ccb_format_bytes(size_t b, char *buf, size_t len) {

@@ -158,10 +158,13 @@ int ccb_cmd_driver(ccb_options *o) {
     }
     FILE *m = md ? md : stdout;
     ccb_write_driver_md(m, rows, NSIZES, reps);
+    int bad = 0;
     if (tables & CCB_DRIVER_PAGES)
-        ccb_write_driver_vm_md(m, "CUDA (GPU 0)", vr, nv, vwhy);
+        bad |= ccb_write_driver_vm_md(m, "CUDA (GPU 0)", vr, nv, vwhy);
     if (tables & CCB_DRIVER_WHOLE_MAPS)
-        ccb_write_driver_whole_maps_md(m, "CUDA (GPU 0)", wr, nw, mrows, nw, wwhy);
+        bad |= ccb_write_driver_whole_maps_md(m, "CUDA (GPU 0)", wr, nw, mrows, nw, wwhy);
+    int to_file = o->out && md; /* else standard output */
+    failed |= ccb_out_formatted(bad, to_file ? o->out : NULL, to_file ? "driver.md" : "standard output") != 0;
     if (!o->out)
         return failed;
     if (csv)

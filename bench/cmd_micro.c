@@ -37,16 +37,16 @@ int ccb_run_micro(ccb_options *o, FILE *md) {
     if (!rows)
         return 1; /* said */
     double timer = ccb_timer_overhead_ns();
-    ccb_micro_write_md(stdout, rows, nrows, timer);
-    if (md)
-        ccb_micro_write_md(md, rows, nrows, timer);
+    ccb_out_formatted(ccb_micro_write_md(stdout, rows, nrows, timer), NULL, "standard output");
+    if (md) /* --all's README.md */
+        ccb_out_formatted(ccb_micro_write_md(md, rows, nrows, timer), o->out, "README.md");
     if (o->out) { /* made before anything ran (here, or by --all) */
         FILE *f = ccb_open_out(o->out, "micro.csv");
         if (f)
             ccb_micro_write_csv(f, rows, nrows);
         ccb_close_out(f, o->out, "micro.csv");
         if ((f = ccb_open_out(o->out, "micro.md")))
-            ccb_micro_write_md(f, rows, nrows, timer);
+            ccb_out_formatted(ccb_micro_write_md(f, rows, nrows, timer), o->out, "micro.md");
         ccb_close_out(f, o->out, "micro.md");
     }
     free(rows);

@@ -74,12 +74,13 @@ static void write_out_dir(const ccb_options *o, const ccb_trace *traces, const c
         return;
     fprintf(readme, "# ccbench replay\n\n");
     ccb_write_machine_md(readme);
-    ccb_write_command_md(readme, o->command_line);
+    int bad = ccb_write_command_md(readme, o->command_line);
     fprintf(readme, "- simulated device: %zu bytes of host memory\n", o->device_bytes);
     ccb_device cost = {o->device_bytes,    o->alloc_latency_ns, o->free_latency_ns,
                        o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity, o->vm_backing,
                        o->map_call_ns,    o->unmap_call_ns};
-    ccb_write_replay_readme(readme, &d, traces, o->nargs, r, o->nspecs, &cost);
+    bad |= ccb_write_replay_readme(readme, &d, traces, o->nargs, r, o->nspecs, &cost);
+    ccb_out_formatted(bad, o->out, "README.md");
     ccb_close_out(readme, o->out, "README.md"); /* said, and counted */
 }
 
@@ -114,12 +115,12 @@ int ccb_cmd_replay(ccb_options *o) {
         free_traces(traces, o->nargs);
         return 1;
     }
-    if (ccb_write_results_md(stdout, r, o->nargs * o->nspecs) != 0) /* counted: exit 1 */
-        ccb_out_failed("write", "standard output", "a table row could not be formatted (out of host memory)");
+    int bad = ccb_write_results_md(stdout, r, o->nargs * o->nspecs);
     if (ccb_results_iterations(r, o->nargs * o->nspecs) > 1) {
         printf("\nIterations (first, later):\n\n");
-        ccb_write_iterations_md(stdout, r, o->nargs * o->nspecs);
+        bad |= ccb_write_iterations_md(stdout, r, o->nargs * o->nspecs);
     }
+    ccb_out_formatted(bad, NULL, "standard output"); /* counted: exit 1 */
     if (o->out)
         write_out_dir(o, traces, r);
     for (size_t i = 0; i < o->nargs * o->nspecs; i++)

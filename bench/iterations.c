@@ -23,8 +23,6 @@
  */
 #include "ccbench.h"
 
-#include "ccai_escape.h" /* common/: text from outside, escaped for a person */
-
 int ccb_results_iterations(const ccb_result *r, size_t n) {
     int most = 1;
     for (size_t i = 0; i < n; i++)
@@ -33,7 +31,8 @@ int ccb_results_iterations(const ccb_result *r, size_t n) {
     return most;
 }
 
-void ccb_write_iterations_md(FILE *f, const ccb_result *r, size_t n) {
+int ccb_write_iterations_md(FILE *f, const ccb_result *r, size_t n) {
+    int bad = 0;
     fprintf(f, "| trace | strategy | iterations | peak reserved, first | peak reserved, later | upstream allocs+frees, "
                "first | upstream allocs+frees, later | ms with driver, first | ms with driver, later | ms with "
                "driver, total |\n");
@@ -41,8 +40,8 @@ void ccb_write_iterations_md(FILE *f, const ccb_result *r, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const ccb_result *x = &r[i];
         if (!ccb_result_reported(x)) {
-            ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | |\n", CCB_MD(x->trace), CCB_MD(x->strategy),
-                                 x->skipped ? "skipped" : "failed", CCB_MD(x->why));
+            bad |= ccb_fprintf_row(f, "| %s | %s | %s: %s | | | | | | | |\n", CCB_MD(x->trace), CCB_MD(x->strategy),
+                                   x->skipped ? "skipped" : "failed", CCB_MD(x->why));
             continue;
         }
         char pf[32], pl[32], cf[48], cl[48], df[32], dl[32], dt[32];
@@ -53,9 +52,10 @@ void ccb_write_iterations_md(FILE *f, const ccb_result *r, size_t n) {
         ccb_fmt_num(x->first_driver_total_ms, "%.2f", df, sizeof df);
         ccb_fmt_num(x->later_driver_total_ms, "%.2f", dl, sizeof dl);
         ccb_fmt_num(x->driver_total_ms, "%.2f", dt, sizeof dt);
-        ccai_fprintf_escaped(f, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", CCB_MD(x->trace),
-                             CCB_MD(x->strategy), x->iterations, pf, pl, cf, cl, df, dl, dt);
+        bad |= ccb_fprintf_row(f, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", CCB_MD(x->trace),
+                               CCB_MD(x->strategy), x->iterations, pf, pl, cf, cl, df, dl, dt);
     }
+    return bad;
 }
 
 void ccb_write_iterations_csv(FILE *f, const ccb_result *r, size_t n) {
@@ -94,10 +94,10 @@ void ccb_write_iterations_csv(FILE *f, const ccb_result *r, size_t n) {
     }
 }
 
-void ccb_write_iterations_readme(FILE *f, const ccb_result *r, size_t n) {
+int ccb_write_iterations_readme(FILE *f, const ccb_result *r, size_t n) {
     int iters = ccb_results_iterations(r, n);
     if (iters < 2)
-        return;
+        return 0;
     fprintf(f,
             "\n## Iterations\n\n"
             "`--iterations %d`: each strategy replayed each trace %d times back to back in one allocator (the "
@@ -111,5 +111,5 @@ void ccb_write_iterations_readme(FILE *f, const ccb_result *r, size_t n) {
             "without a driver pass). CSV: "
             "iterations.csv.\n\n",
             iters, iters, iters);
-    ccb_write_iterations_md(f, r, n);
+    return ccb_write_iterations_md(f, r, n);
 }

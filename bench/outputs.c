@@ -8,6 +8,11 @@
  *   it is closed, ccb_close_out, standard output at exit, ccb_close_stdout)
  *   is said on stderr ("ccbench: cannot write PATH: WHY") and counted
  *   (ccb_out_failures: ccbench exits 1), whatever the command printed.
+ * - An output with a line host memory could not format (a table row or
+ *   the command over 1 KiB: report.c's writers return -1, the line reads
+ *   "(out of host memory for the message)") is not written whole: said
+ *   ("a line could not be formatted") and counted the same way
+ *   (ccb_out_formatted), whichever file or standard output it went to.
  * - Every path made from --out is built in a PATH_MAX buffer and checked:
  *   one that does not fit is an output failure ("path too long"), never
  *   cut to a prefix that would be another file.
@@ -58,6 +63,12 @@ static int out_failed_in(const char *what, const char *dir, const char *name, co
 
 int ccb_out_failed(const char *what, const char *path, const char *why) {
     return out_failed_in(what, NULL, path, why);
+}
+
+int ccb_out_formatted(int rc, const char *dir, const char *name) {
+    if (rc != 0)
+        out_failed_in("write", dir, name, "a line could not be formatted (out of host memory)");
+    return rc;
 }
 
 /* Every path made from --out is built in a PATH_MAX buffer, the longest

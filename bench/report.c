@@ -33,10 +33,12 @@
  *   output failure (ccb_out_failed, outputs.c); a gnuplot that failed ("gnuplot failed", not
  *   counted) or was not found leaves no PNG either. README.md links only
  *   the plots there, so never one cut short.
- * - A results row that host memory could not format (a reason over 1 KiB:
- *   ccai_escape.h writes "(out of host memory for the message)" instead)
- *   leaves results.md, README.md or standard output not whole: said and
- *   counted as an output failure (row_lost), exit 1.
+ * - A table row that host memory could not format (a reason over 1 KiB:
+ *   ccai_escape.h writes "(out of host memory for the message)" instead),
+ *   or a per-domain table it could not sum, leaves its file or standard
+ *   output not whole: every markdown writer with text from outside returns
+ *   -1 then, and its caller counts an output failure (ccb_out_formatted,
+ *   outputs.c), exit 1.
  */
 #include "ccbench.h"
 
@@ -88,8 +90,8 @@ int ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         /* a failure always has its reason; a trace without allocations or
          * frees (releases only, or nothing) has no per-op figures: "—" */
         if (!ccb_result_reported(x)) {
-            bad |= ccai_fprintf_escaped(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", CCB_MD(x->trace),
-                                        CCB_MD(x->strategy), x->skipped ? "skipped" : "failed", CCB_MD(x->why)) == EOF;
+            bad |= ccb_fprintf_row(f, "| %s | %s | %s: %s | | | | | | | | | | | | |\n", CCB_MD(x->trace),
+                                   CCB_MD(x->strategy), x->skipped ? "skipped" : "failed", CCB_MD(x->why));
             continue;
         }
         char med[32], p99[32], tot[32], drv[48], pr[32], rlb[32], rid[32], frag[32], calls[48], rat[32], rae[32],
@@ -109,21 +111,12 @@ int ccb_write_results_md(FILE *f, const ccb_result *r, size_t n) {
         ccb_format_bytes(x->reserved_after_empty, rae, sizeof rae);
         ccb_format_bytes(x->device_free_before, dfb, sizeof dfb);
         ccb_format_bytes(x->device_free_after, dfa, sizeof dfa);
-        bad |= ccai_fprintf_escaped(
-                   f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n",
-                   CCB_MD(x->trace), CCB_MD(x->strategy), med, p99, tot, drv, pr, rlb, rid, frag, calls,
-                   (unsigned long long)x->ooms, rat, rae, dfb, dfa) == EOF;
+        bad |=
+            ccb_fprintf_row(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %llu | %s | %s | %s → %s |\n",
+                            CCB_MD(x->trace), CCB_MD(x->strategy), med, p99, tot, drv, pr, rlb, rid, frag, calls,
+                            (unsigned long long)x->ooms, rat, rae, dfb, dfa);
     }
     return bad ? -1 : 0;
-}
-
-/* A table of dir/name with a row host memory could not format (written
- * "(out of host memory for the message)" in its place): an output not
- * written whole, said and counted. */
-static void row_lost(const char *dir, const char *name) {
-    char path[PATH_MAX];
-    if (ccb_out_path(dir, name, path, sizeof path) == 0)
-        ccb_out_failed("write", path, "a table row could not be formatted (out of host memory)");
 }
 
 /* "load:resnet50", "empty_cache", "trim 1.00 MiB", "release domain resnet50":
@@ -141,7 +134,7 @@ static void checkpoint_label(const ccb_trace *t, const ccb_checkpoint *c, char *
         snprintf(buf, len, "**empty_cache**");
 }
 
-void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
+int ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
     /* the reference for the trace's own column (live requested bytes at
      * each checkpoint): the first strategy that ran and served every
      * allocation; one with OOMs held less than the trace, so when every
@@ -152,13 +145,14 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
             if (ccb_result_reported(&r[s]) && r[s].checkpoints_n && (pass == 1 || r[s].ooms == 0))
                 ref = &r[s];
     if (!ref)
-        return;
+        return 0;
+    int bad = 0;
     fprintf(f, "| event | checkpoint | %s |", ref->ooms ? "live requested (served)" : "live requested");
     size_t cols = 0;
     for (size_t s = 0; s < nspecs; s++)
         if (ccb_result_reported(&r[s]) && r[s].checkpoints_n == ref->checkpoints_n &&
             r[s].peak_reserved != CCB_UNKNOWN) {
-            ccai_fprintf_escaped(f, " %s |", CCB_MD(r[s].strategy));
+            bad |= ccb_fprintf_row(f, " %s |", CCB_MD(r[s].strategy));
             cols++;
         }
     fprintf(f, "\n|--:|---|--:|");
@@ -170,7 +164,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
         char label[2 * CCB_MARK_MAX + 64], req[32]; /* a name, each character doubled at most */
         checkpoint_label(t, c, label, sizeof label);
         ccb_format_bytes(c->requested, req, sizeof req);
-        ccai_fprintf_escaped(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
+        bad |= ccb_fprintf_row(f, "| %llu | %s | %s |", (unsigned long long)c->event, label, req);
         for (size_t s = 0; s < nspecs; s++) {
             if (!ccb_result_reported(&r[s]) || r[s].checkpoints_n != ref->checkpoints_n ||
                 r[s].peak_reserved == CCB_UNKNOWN)
@@ -187,6 +181,7 @@ void ccb_write_checkpoints_md(FILE *f, const ccb_trace *t, const ccb_result *r, 
         }
         fprintf(f, "\n");
     }
+    return bad ? -1 : 0;
 }
 
 void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs, int header) {
@@ -220,11 +215,12 @@ void ccb_write_checkpoints_csv(FILE *f, const ccb_trace *t, const ccb_result *r,
 /* A trace's domains: what the trace says of each (allocs, its own peak of
  * live requested bytes) and, per strategy that knows its reserved bytes,
  * what its releases of the domain gave back (the checkpoints' sum). */
-void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
+int ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size_t nspecs) {
+    int bad = 0;
     fprintf(f, "| domain | allocs | peak requested | releases |");
     for (size_t s = 0; s < nspecs; s++)
         if (ccb_result_reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
-            ccai_fprintf_escaped(f, " %s: returned at its releases |", CCB_MD(r[s].strategy));
+            bad |= ccb_fprintf_row(f, " %s: returned at its releases |", CCB_MD(r[s].strategy));
     fprintf(f, "\n|---|--:|--:|--:|");
     for (size_t s = 0; s < nspecs; s++)
         if (ccb_result_reported(&r[s]) && r[s].peak_reserved != CCB_UNKNOWN)
@@ -237,7 +233,7 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
     size_t *sum = nd && nspecs ? calloc(nspecs * nd, sizeof *sum) : NULL;
     if (nd && nspecs && !sum) {
         fprintf(f, "(host memory short: no per-domain table)\n");
-        return;
+        return -1;
     }
     for (size_t s = 0; s < nspecs; s++)
         for (size_t i = 0; i < r[s].checkpoints_n; i++) {
@@ -251,8 +247,8 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
         const ccb_domain_info *di = &t->domains[d];
         char pr[32];
         ccb_format_bytes(di->peak_requested, pr, sizeof pr);
-        ccai_fprintf_escaped(f, "| %s | %llu | %s | %llu |", CCB_MD(di->name), (unsigned long long)di->allocs, pr,
-                             (unsigned long long)di->releases);
+        bad |= ccb_fprintf_row(f, "| %s | %llu | %s | %llu |", CCB_MD(di->name), (unsigned long long)di->allocs, pr,
+                               (unsigned long long)di->releases);
         for (size_t s = 0; s < nspecs; s++) {
             if (!ccb_result_reported(&r[s]) || r[s].peak_reserved == CCB_UNKNOWN)
                 continue;
@@ -263,6 +259,7 @@ void ccb_write_domains_md(FILE *f, const ccb_trace *t, const ccb_result *r, size
         fprintf(f, "\n");
     }
     free(sum);
+    return bad ? -1 : 0;
 }
 
 int ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
@@ -278,12 +275,11 @@ int ccb_write_traces_md(FILE *f, const ccb_trace *t, size_t n) {
         ccb_format_bytes(t[i].ideal_peak, id, sizeof id);
         ccb_format_bytes(t[i].final_requested, fr, sizeof fr);
         ccb_format_bytes(t[i].max_size, mx, sizeof mx);
-        bad |=
-            ccai_fprintf_escaped(
-                f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
-                CCB_MD(t[i].name), t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
-                t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases,
-                t[i].ndomains ? t[i].ndomains - 1 : 0, (unsigned long long)t[i].domain_releases) == EOF;
+        bad |= ccb_fprintf_row(
+            f, "| %s | %zu | %llu | %llu | %s | %s | %s | %zu | %s | %zu | %s | %u | %zu | %llu | %zu (%llu) |\n",
+            CCB_MD(t[i].name), t[i].n, (unsigned long long)t[i].allocs, (unsigned long long)t[i].frees, pr, pg, id,
+            t[i].peak_live, mx, t[i].final_live, fr, t[i].streams, t[i].nmarks, (unsigned long long)t[i].releases,
+            t[i].ndomains ? t[i].ndomains - 1 : 0, (unsigned long long)t[i].domain_releases);
     }
     return bad ? -1 : 0;
 }
@@ -361,30 +357,32 @@ int ccb_write_timeline_csv(const char *path, const ccb_result *r) {
 
 /* ---- micro and driver tables --------------------------------------------------- */
 
-void ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_ns) {
+int ccb_micro_write_md(FILE *f, const ccb_micro_row *r, size_t n, double timer_ns) {
+    int bad = 0;
     fprintf(f, "| strategy | live blocks | layout | pairs | median ns/pair | p99 ns/pair | mean ns/pair | streams |\n");
     fprintf(f, "|---|--:|---|--:|--:|--:|--:|--:|\n");
     for (size_t i = 0; i < n; i++) {
         const char *layout = r[i].holes ? "holes" : "packed";
         if (r[i].skipped)
-            ccai_fprintf_escaped(f, "| %s | all | | | skipped: %s | | | %u |\n", CCB_MD(r[i].strategy),
-                                 CCB_MD(r[i].why), r[i].streams);
+            bad |= ccb_fprintf_row(f, "| %s | all | | | skipped: %s | | | %u |\n", CCB_MD(r[i].strategy),
+                                   CCB_MD(r[i].why), r[i].streams);
         else if (isnan(r[i].median_ns))
-            ccai_fprintf_escaped(f, "| %s | %zu | %s | | %s: %s | | | %u |\n", CCB_MD(r[i].strategy), r[i].live, layout,
-                                 r[i].unfit ? "does not fit" : "failed", CCB_MD(r[i].why), r[i].streams);
+            bad |= ccb_fprintf_row(f, "| %s | %zu | %s | | %s: %s | | | %u |\n", CCB_MD(r[i].strategy), r[i].live,
+                                   layout, r[i].unfit ? "does not fit" : "failed", CCB_MD(r[i].why), r[i].streams);
         else {
             char med[32], p99[32], mean[32];
             ccb_fmt_num(r[i].median_ns, "%.0f", med, sizeof med);
             ccb_fmt_num(r[i].p99_ns, "%.0f", p99, sizeof p99);
             ccb_fmt_num(r[i].mean_ns, "%.1f", mean, sizeof mean);
-            ccai_fprintf_escaped(f, "| %s | %zu | %s | %zu | %s | %s | %s | %u |\n", CCB_MD(r[i].strategy), r[i].live,
-                                 layout, r[i].pairs, med, p99, mean, r[i].streams);
+            bad |= ccb_fprintf_row(f, "| %s | %zu | %s | %zu | %s | %s | %s | %u |\n", CCB_MD(r[i].strategy), r[i].live,
+                                   layout, r[i].pairs, med, p99, mean, r[i].streams);
         }
     }
     fprintf(f,
             "\nEach pair timed alone between two reads of %s; the median read (%.1f ns) is subtracted. A cell's "
             "timed pairs stop after %.0f s (\"pairs\" says how many ran).\n",
             ccb_clock_name(), timer_ns, (double)ccb_micro_budget_ns / 1e9);
+    return bad ? -1 : 0;
 }
 
 void ccb_micro_write_csv(FILE *f, const ccb_micro_row *r, size_t n) {
@@ -429,12 +427,11 @@ void ccb_write_driver_csv(FILE *f, const ccb_driver_row *rows, size_t n) {
                 rows[i].alloc_p99_us, rows[i].free_median_us, rows[i].free_p99_us, rows[i].pair_median_us);
 }
 
-void ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n, const char *why) {
+int ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n, const char *why) {
     fprintf(f, "\n## Virtual memory: what an expandable segment pays instead\n\n");
-    if (!rows) {
-        fprintf(f, "skipped: %s\n", why);
-        return;
-    }
+    if (!rows)
+        return ccb_fprintf_row(f, "skipped: %s\n", why);
+    int bad = 0;
     fprintf(f,
             "The %s upstream's vm_map and vm_unmap of the first n granules of one reserved range, each call "
             "timed alone, %d pairs per size (on the CUDA upstream a map is one cudaMemGetInfo, cuMemCreate + "
@@ -448,14 +445,15 @@ void ccb_write_driver_vm_md(FILE *f, const char *upstream, const ccb_driver_vm_r
         ccb_format_bytes(rows[i].bytes, b, sizeof b);
         ccb_format_bytes(rows[i].granules ? rows[i].bytes / rows[i].granules : 0, g, sizeof g);
         if (rows[i].unfit) {
-            ccai_fprintf_escaped(f, "| %s | %s | %zu | does not fit: %s | | | | | |\n", g, b, rows[i].granules,
-                                 CCB_MD(rows[i].why));
+            bad |= ccb_fprintf_row(f, "| %s | %s | %zu | does not fit: %s | | | | | |\n", g, b, rows[i].granules,
+                                   CCB_MD(rows[i].why));
             continue;
         }
         fprintf(f, "| %s | %s | %zu | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", g, b, rows[i].granules,
                 rows[i].map_median_us, rows[i].map_p99_us, rows[i].unmap_median_us, rows[i].unmap_p99_us,
                 rows[i].map_median_us / (double)rows[i].granules, rows[i].unmap_median_us / (double)rows[i].granules);
     }
+    return bad ? -1 : 0;
 }
 
 /* A vm row's timed columns, "reps,map_median_us,map_p99_us,unmap_median_us,
@@ -486,13 +484,12 @@ static const ccb_driver_row *malloc_row(const ccb_driver_row *mrows, size_t nm, 
     return NULL;
 }
 
-void ccb_write_driver_whole_maps_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n,
-                                    const ccb_driver_row *mrows, size_t nm, const char *why) {
+int ccb_write_driver_whole_maps_md(FILE *f, const char *upstream, const ccb_driver_vm_row *rows, size_t n,
+                                   const ccb_driver_row *mrows, size_t nm, const char *why) {
     fprintf(f, "\n## Whole maps: one physical allocation per map\n\n");
-    if (!rows) {
-        fprintf(f, "skipped: %s\n", why);
-        return;
-    }
+    if (!rows)
+        return ccb_fprintf_row(f, "skipped: %s\n", why);
+    int bad = 0;
     int reps = 0;
     for (size_t i = 0; i < n && !reps; i++)
         reps = rows[i].reps;
@@ -509,8 +506,8 @@ void ccb_write_driver_whole_maps_md(FILE *f, const char *upstream, const ccb_dri
         char b[32];
         ccb_format_bytes(rows[i].bytes, b, sizeof b);
         if (rows[i].unfit) {
-            ccai_fprintf_escaped(f, "| %s | %zu | does not fit: %s | | | | | |\n", b, rows[i].granules,
-                                 CCB_MD(rows[i].why));
+            bad |= ccb_fprintf_row(f, "| %s | %zu | does not fit: %s | | | | | |\n", b, rows[i].granules,
+                                   CCB_MD(rows[i].why));
             continue;
         }
         fprintf(f, "| %s | %zu | %.1f | %.1f | %.1f | %.1f | ", b, rows[i].granules, rows[i].map_median_us,
@@ -521,6 +518,7 @@ void ccb_write_driver_whole_maps_md(FILE *f, const char *upstream, const ccb_dri
         else
             fprintf(f, "— | — |\n");
     }
+    return bad ? -1 : 0;
 }
 
 void ccb_write_driver_whole_maps_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n, const ccb_driver_row *mrows,
@@ -621,7 +619,7 @@ int ccb_gnuplot(const char *script_dir, const char *script, const char *cwd, con
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
-void ccb_write_command_md(FILE *f, const char *command_line) {
+int ccb_write_command_md(FILE *f, const char *command_line) {
     /* a code span's fence is one backtick more than the longest run inside
      * it, padded with spaces when the text starts or ends with one */
     size_t run = 0, longest = 0;
@@ -643,12 +641,13 @@ void ccb_write_command_md(FILE *f, const char *command_line) {
     fprintf(f, "- command: ");
     for (size_t i = 0; i <= longest; i++)
         fputc('`', f);
-    ccai_fprintf_escaped(f, "%s%s%s", pad, command_line, pad); /* paths as given: escaped */
+    int bad = ccb_fprintf_row(f, "%s%s%s", pad, command_line, pad); /* paths as given: escaped */
     for (size_t i = 0; i <= longest; i++)
         fputc('`', f);
     if (escaped)
         fputs(" (characters shown as \\xNN: not runnable as written)", f);
     fputc('\n', f);
+    return bad;
 }
 
 void ccb_file_name(const char *in, char *out, size_t len) {
@@ -801,14 +800,14 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
     if (ccb_out_path(d->path, "timeline", tl, sizeof tl) == 0)
         ccb_mkdir_p(tl); /* either failure said and counted; the CSVs then fail too */
     FILE *f = ccb_open_out(d->path, "results.md");
-    if (f && ccb_write_results_md(f, r, n) != 0)
-        row_lost(d->path, "results.md");
+    if (f)
+        ccb_out_formatted(ccb_write_results_md(f, r, n), d->path, "results.md");
     ccb_close_out(f, d->path, "results.md");
     if ((f = ccb_open_out(d->path, "results.csv")))
         ccb_write_results_csv(f, r, n);
     ccb_close_out(f, d->path, "results.csv");
     if ((f = ccb_open_out(d->path, "traces.md")))
-        ccb_write_traces_md(f, traces, ntraces);
+        ccb_out_formatted(ccb_write_traces_md(f, traces, ntraces), d->path, "traces.md");
     ccb_close_out(f, d->path, "traces.md");
     if ((f = ccb_open_out(d->path, "checkpoints.csv")))
         for (size_t t = 0; t < ntraces; t++)
@@ -816,7 +815,7 @@ void ccb_write_replay_files(const ccb_outdir *d, const ccb_trace *traces, size_t
     ccb_close_out(f, d->path, "checkpoints.csv");
     if (ccb_results_iterations(r, n) > 1) { /* --iterations: written only then (iterations.c) */
         if ((f = ccb_open_out(d->path, "iterations.md")))
-            ccb_write_iterations_md(f, r, n);
+            ccb_out_formatted(ccb_write_iterations_md(f, r, n), d->path, "iterations.md");
         ccb_close_out(f, d->path, "iterations.md");
         if ((f = ccb_open_out(d->path, "iterations.csv")))
             ccb_write_iterations_csv(f, r, n);
@@ -865,10 +864,11 @@ static int driver_pass(const ccb_device *d) {
            d->unmap_call_ns;
 }
 
-void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace *traces, size_t nt, const ccb_result *r,
-                             size_t nspecs, const ccb_device *driver) {
+int ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace *traces, size_t nt, const ccb_result *r,
+                            size_t nspecs, const ccb_device *driver) {
+    int bad = 0; /* a table not whole: README.md is counted once */
     fprintf(readme, "\n## Traces\n\n");
-    ccb_write_traces_md(readme, traces, nt);
+    bad |= ccb_write_traces_md(readme, traces, nt);
     fprintf(readme,
             "\nLower bound: the peak of live requested bytes. Ideal arena: one contiguous best-fit arena with "
             "immediate coalescing, sizes rounded to 512 B (computed by ccbench).\n");
@@ -902,9 +902,8 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
                 g);
     }
     write_backing(readme, driver);
-    if (ccb_write_results_md(readme, r, nt * nspecs) != 0)
-        row_lost(d->path, "README.md");
-    ccb_write_iterations_readme(readme, r, nt * nspecs); /* nothing without --iterations */
+    bad |= ccb_write_results_md(readme, r, nt * nspecs);
+    bad |= ccb_write_iterations_readme(readme, r, nt * nspecs); /* nothing without --iterations */
     int any = 0;
     for (size_t t = 0; t < nt; t++) {
         if (!traces[t].nmarks && !traces[t].releases && !traces[t].domain_releases)
@@ -912,8 +911,8 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
         if (!any++)
             fprintf(readme, "\n## Phases and release events\n\nReserved bytes at each mark of a trace and right "
                             "after each of its release events (every strategy applies its own release call).\n");
-        ccai_fprintf_escaped(readme, "\n### %s\n\n", traces[t].name);
-        ccb_write_checkpoints_md(readme, &traces[t], &r[t * nspecs], nspecs);
+        bad |= ccb_fprintf_row(readme, "\n### %s\n\n", traces[t].name);
+        bad |= ccb_write_checkpoints_md(readme, &traces[t], &r[t * nspecs], nspecs);
     }
     any = 0;
     for (size_t t = 0; t < nt; t++) {
@@ -924,8 +923,8 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
                             "allocations, its own peak of live requested bytes, and what each strategy's release of "
                             "the domain gave back (its reserved bytes just before minus just after; strategies "
                             "without domains give nothing back there).\n");
-        ccai_fprintf_escaped(readme, "\n### %s\n\n", traces[t].name);
-        ccb_write_domains_md(readme, &traces[t], &r[t * nspecs], nspecs);
+        bad |= ccb_fprintf_row(readme, "\n### %s\n\n", traces[t].name);
+        bad |= ccb_write_domains_md(readme, &traces[t], &r[t * nspecs], nspecs);
     }
     /* A plot is linked only when it is there: --no-plots, no gnuplot or a
      * failed one make none, and a link to a missing file is a broken page. */
@@ -947,4 +946,5 @@ void ccb_write_replay_readme(FILE *readme, const ccb_outdir *d, const ccb_trace 
     }
     fprintf(readme, "%sCSV: results.csv, checkpoints.csv, %stimeline/*.csv.\n", linked ? ". " : "",
             ccb_results_iterations(r, nt * nspecs) > 1 ? "iterations.csv, " : "");
+    return bad;
 }

@@ -625,7 +625,8 @@ static void write_csv(FILE *f, const sleep_options *so, const sleep_row *rows, s
     }
 }
 
-static void write_readme(FILE *f, const sleep_options *so, const sleep_row *rows, size_t n, const char *devname) {
+/* 0, or -1 when the command line could not be formatted (ccb_fprintf_row). */
+static int write_readme(FILE *f, const sleep_options *so, const sleep_row *rows, size_t n, const char *devname) {
     fprintf(f, "# ccbench sleep\n\n");
     fprintf(f, "- device: %s (%s)\n", devname,
             so->cuda ? "GPU; plain copy: pinned cudaMemcpy" : "simulated device: every copy is a memcpy");
@@ -634,7 +635,7 @@ static void write_readme(FILE *f, const sleep_options *so, const sleep_row *rows
                 so->host_memory == CCA_HOST_MEMORY_REGISTERED
                     ? "registered: an mmap per chunk, huge pages, faulted in, cudaHostRegister"
                     : "pinned: cudaMallocHost per chunk");
-    ccb_write_command_md(f, so->command_line);
+    int bad = ccb_write_command_md(f, so->command_line);
     ccb_write_machine_md(f);
     fprintf(f,
             "\n## What is timed\n\n"
@@ -656,6 +657,7 @@ static void write_readme(FILE *f, const sleep_options *so, const sleep_row *rows
             "Ratios: sleep / copy out, wake / copy in (the target's), wake / copy in to fresh pages.\n\n",
             MIX_SEED);
     write_md(f, so, rows, n, devname);
+    return bad;
 }
 
 static int report(const sleep_options *so, sleep_row *rows, size_t n, const char *devname) {
@@ -670,7 +672,7 @@ static int report(const sleep_options *so, sleep_row *rows, size_t n, const char
     FILE *readme = ccb_open_out(so->out, "README.md"), *md = ccb_open_out(so->out, "sleep.md"),
          *csv = ccb_open_out(so->out, "sleep.csv");
     if (readme && md && csv) {
-        write_readme(readme, so, rows, n, devname);
+        ccb_out_formatted(write_readme(readme, so, rows, n, devname), so->out, "README.md");
         write_md(md, so, rows, n, devname);
         write_csv(csv, so, rows, n, devname);
     }

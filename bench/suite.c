@@ -315,7 +315,7 @@ int ccb_cmd_all(ccb_options *o) {
     if (readme) {
         fprintf(readme, "# ccbench results%s\n\n", o->quick ? " (quick)" : "");
         ccb_write_machine_md(readme);
-        ccb_write_command_md(readme, o->command_line);
+        ccb_out_formatted(ccb_write_command_md(readme, o->command_line), o->out, "README.md");
         fprintf(readme,
                 "- simulated device: %zu bytes of host memory (ccalloc strategies); "
                 "all ccalloc figures here are on the SIMULATED device\n\n",
@@ -334,7 +334,8 @@ int ccb_cmd_all(ccb_options *o) {
                            o->map_granule_ns, o->unmap_granule_ns, o->vm_granularity, o->vm_backing,
                            o->map_call_ns,    o->unmap_call_ns};
         if (readme)
-            ccb_write_replay_readme(readme, &d, traces, nt, r, o->nspecs, &cost);
+            ccb_out_formatted(ccb_write_replay_readme(readme, &d, traces, nt, r, o->nspecs, &cost), o->out,
+                              "README.md");
         for (size_t i = 0; i < nt * o->nspecs; i++)
             ccb_result_free(&r[i]);
         free(r);

@@ -631,40 +631,35 @@ Test(figures, a_trace_read_is_guarded_or_not_read) {
     cr_assert_gt(k, 2);
 }
 
-/* results.md never looks whole when a row was not written: a row over
- * 1 KiB (a long reason) that host memory cannot format is replaced by
- * "(out of host memory for the message)" (ccai_escape.h), and the run then
- * counts an output failure (exit 1); it exited 0. */
-Test(figures, a_results_row_lost_to_host_memory_fails_the_output) {
-    ccb_trace t;
-    ccb_trace_init(&t, "t");
-    ccb_trace_release(&t, ccb_trace_alloc(&t, 4096, 0));
-    cr_assert_eq(ccb_trace_analyze(&t, NULL, 0), 0);
-    ccb_result r = {.skipped = 1};
-    snprintf(r.trace, sizeof r.trace, "t");
-    snprintf(r.strategy, sizeof r.strategy, "s");
-    memset(r.why, 'w', 1400);
-    r.why[1400] = '\0';
+/* A table never looks whole when a row was not written: a row over 1 KiB
+ * (a long reason) that host memory cannot format is replaced by
+ * "(out of host memory for the message)" (ccai_escape.h), a per-domain
+ * table host memory cannot sum says "(host memory short: ...)", and either
+ * counts an output failure (exit 1). Each k fails the k-th host allocation
+ * of one writer call, in a fresh directory; `file` must never hold a loss
+ * the count did not see, and the sweep must reach one. */
+typedef void write_fn(const char *dir, const ccb_trace *t, const ccb_result *r);
+
+static void every_loss_is_counted(write_fn *write, const char *file, const ccb_trace *t, const ccb_result *r) {
     int lost_seen = 0;
     long k = 1;
     for (;; k++) {
         char dir[] = "/tmp/ccbench_rowsXXXXXX"; /* a fresh one: a file written once is not written again */
         cr_assert_not_null(mkdtemp(dir));
-        ccb_outdir d = {dir, NULL, 1};
         unsigned before = ccb_out_failures();
         tu_malloc_arm(k, false);
-        ccb_write_replay_files(&d, &t, 1, &r, 1);
+        write(dir, t, r);
         long injected = tu_malloc_disarm();
-        char path[256], text[8192] = "";
-        snprintf(path, sizeof path, "%s/results.md", dir);
+        char path[256], text[16384] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, file);
         FILE *f = fopen(path, "r");
         if (f) {
             text[fread(text, 1, sizeof text - 1, f)] = '\0';
             fclose(f);
         }
-        if (strstr(text, "out of host memory")) {
+        if (strstr(text, "out of host memory") || strstr(text, "host memory short")) {
             lost_seen = 1;
-            cr_assert_gt(ccb_out_failures(), before, "k %ld: results.md lost its row and no failure was counted", k);
+            cr_assert_gt(ccb_out_failures(), before, "k %ld: %s lost a row and no failure was counted", k, file);
         }
         char rm[300];
         snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
@@ -672,6 +667,80 @@ Test(figures, a_results_row_lost_to_host_memory_fails_the_output) {
         if (!injected)
             break;
     }
-    cr_assert(lost_seen, "the sweep reached the row");
+    cr_assert(lost_seen, "the sweep never reached a row of %s", file);
+}
+
+static void write_files(const char *dir, const ccb_trace *t, const ccb_result *r) {
+    ccb_outdir d = {dir, NULL, 1};
+    ccb_write_replay_files(&d, t, 1, r, 1);
+}
+
+/* README.md as replay and --all write it: the command (over 1 KiB here),
+ * then the replay's tables, each writer's status counted. */
+static void write_readme(const char *dir, const ccb_trace *t, const ccb_result *r) {
+    ccb_outdir d = {dir, NULL, 1};
+    ccb_device dev = {0};
+    char command[1200];
+    memset(command, 'c', sizeof command - 1);
+    command[sizeof command - 1] = '\0';
+    FILE *f = ccb_open_out(dir, "README.md");
+    if (f) {
+        int bad = ccb_write_command_md(f, command);
+        bad |= ccb_write_replay_readme(f, &d, t, 1, r, 1, &dev);
+        ccb_out_formatted(bad, dir, "README.md");
+    }
+    ccb_close_out(f, dir, "README.md");
+}
+
+/* A trace of two domains, each released, and one result: skipped with a
+ * reason over 1 KiB (`reported` 0), or replayed (`reported` 1, so that the
+ * per-domain table has its strategy's column), --iterations 2 either way. */
+static void lost_row_case(ccb_trace *t, ccb_result *r, int reported) {
+    ccb_trace_init(t, "t");
+    int m = ccb_trace_domain(t, "m");
+    cr_assert_gt(m, 0);
+    ccb_trace_release(t, ccb_trace_alloc_in(t, 4096, 0, (unsigned)m));
+    cr_assert_eq(ccb_trace_domain_release(t, (unsigned)m), 0);
+    cr_assert_eq(ccb_trace_analyze(t, NULL, 0), 0);
+    memset(r, 0, sizeof *r);
+    if (reported) {
+        ccb_replay_options o = opts;
+        o.iterations = 2;
+        cr_assert_eq(ccb_replay(t, "ccalloc-growth", &o, r), 0);
+    } else {
+        r->skipped = 1;
+        r->iterations = 2;
+        snprintf(r->trace, sizeof r->trace, "t");
+        snprintf(r->strategy, sizeof r->strategy, "s");
+        memset(r->why, 'w', 1400);
+        r->why[1400] = '\0';
+    }
+}
+
+/* lost_row_case's trace and result through every_loss_is_counted */
+static void loss_counted(write_fn *write, const char *file, int reported) {
+    ccb_trace t;
+    ccb_result r;
+    lost_row_case(&t, &r, reported);
+    every_loss_is_counted(write, file, &t, &r);
+    if (reported)
+        ccb_result_free(&r);
     ccb_trace_free(&t);
+}
+
+Test(figures, a_results_row_lost_to_host_memory_fails_the_output) {
+    loss_counted(write_files, "results.md", 0);
+}
+
+/* --iterations: the iterations table had the same rows and no check; a
+ * lost row left iterations.md and README.md looking whole (exit 0). */
+Test(figures, an_iterations_row_lost_to_host_memory_fails_the_output) {
+    loss_counted(write_files, "iterations.md", 0);
+    loss_counted(write_readme, "README.md", 0);
+}
+
+/* The per-domain table host memory could not sum said so in README.md and
+ * the run exited 0. */
+Test(figures, a_domains_table_lost_to_host_memory_fails_the_output) {
+    loss_counted(write_readme, "README.md", 1);
 }

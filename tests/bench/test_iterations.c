@@ -261,14 +261,20 @@ Test(iterations, counts_out_of_range_are_refused_before_anything_runs) {
 
 /* ---- the tables ------------------------------------------------------------------------ */
 
-static char *written(void (*write)(FILE *, const ccb_result *, size_t), const ccb_result *r, size_t n) {
+/* What a writer wrote, every line of it formatted (status 0). */
+static char *written(int (*write)(FILE *, const ccb_result *, size_t), const ccb_result *r, size_t n) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     cr_assert_not_null(f);
-    write(f, r, n);
+    cr_assert_eq(write(f, r, n), 0);
     fclose(f);
     return buf;
+}
+
+static int write_csv(FILE *f, const ccb_result *r, size_t n) {
+    ccb_write_iterations_csv(f, r, n);
+    return 0;
 }
 
 Test(iterations, the_tables_say_first_and_later_apart) {
@@ -288,7 +294,7 @@ Test(iterations, the_tables_say_first_and_later_apart) {
     cr_assert(strstr(md, "| repeats | malloc | 5 | — | — | — | — | — | — | — |\n"), "%s", md);
     cr_assert(strstr(md, "| repeats | no-such-strategy | failed: unknown strategy"), "%s", md);
     free(md);
-    char *csv = written(ccb_write_iterations_csv, r, 3);
+    char *csv = written(write_csv, r, 3);
     cr_assert(strstr(csv, "trace,strategy,config,status,iterations,first_peak_reserved,later_peak_reserved,"
                           "first_upstream_allocs,first_upstream_frees,later_upstream_allocs,later_upstream_frees,"
                           "first_total_ms,later_total_ms,total_ms,driver,first_driver_total_ms,"
@@ -338,7 +344,7 @@ Test(iterations, every_column_is_its_own_figure) {
     cr_assert(strstr(md, "\n| t | s | 3 | 1.00 MiB | 2.00 MiB | 3+4 | 5+6 | 7.50 | 8.50 | 16.25 |\n"), "%s", md);
     cr_assert(strstr(md, "\n| t | gpu | skipped: no GPU | | | | | | | |\n"), "%s", md);
     free(md);
-    char *csv = written(ccb_write_iterations_csv, r, 2);
+    char *csv = written(write_csv, r, 2);
     cr_assert(strstr(csv, "\nt,s,\"c\",ok,3,1048576,2097152,3,4,5,6,1.500,2.500,4.250,model,7.500,8.500,16.250,\"\"\n"),
               "%s", csv);
     cr_assert(strstr(csv, "\nt,gpu,\"c\",skipped,3,,,,,,,,,,,,,,\"no GPU\"\n"), "%s", csv);

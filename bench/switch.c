@@ -294,11 +294,16 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, int sleep, double
     int signo, status = 0;
     int rc = ccai_run_capture(w->argv, "CCALLOC_TRACE", &text, wall_ms, &signo, &status); /* wall: spawn to reaped */
     int err = errno;
+    errno = 0; /* malloc's ENOMEM: cJSON says only that it failed */
     cJSON *doc = text ? cJSON_Parse(text) : NULL;
+    int short_of_memory = text && !doc && errno == ENOMEM;
     if (rc != 0 || !doc) {
         char how[160];
         if (rc < 0)
             ccai_capture_failure(rc, signo, status, err, how, sizeof how);
+        else if (rc == 0 && short_of_memory)
+            snprintf(how, sizeof how, "exited 0, but its output (%zu bytes) could not be read: out of host memory",
+                     strlen(text));
         else if (rc == 0)
             snprintf(how, sizeof how, "exited 0, but its output is not one JSON document");
         else
@@ -309,7 +314,8 @@ static cJSON *run_ccrun(switch_run *w, size_t first, size_t n, int sleep, double
             ccai_fprintf_escaped(stderr, "ccbench switch: ccrun --sleep %s\n", how);
         else
             ccai_fprintf_escaped(stderr, "ccbench switch: in-process ccrun %s\n", how);
-        ccai_fputs_escaped_lines(text, stderr); /* what it printed, escaped line by line */
+        if (!(rc == 0 && short_of_memory))
+            ccai_fputs_escaped_lines(text, stderr); /* what it printed, escaped line by line */
         cJSON_Delete(doc);
         doc = NULL;
     }

@@ -53,6 +53,12 @@ if(TARGET ccbench_core)
         PASS_REGULAR_EXPRESSION "probe destroy 1")
     endif()
   endforeach()
+  # switch's reading of ccrun's documents, in process, with the stand-in ccrun
+  get_target_property(ccb_core_defs ccbench_core COMPILE_DEFINITIONS)
+  if("${ccb_core_defs}" MATCHES "CCB_HAVE_CJSON")
+    cca_add_test(NAME test_bench_switch SOURCES bench/test_bench_switch.c LIBS ccbench_core PkgConfig::CJSON
+      LABEL cpu)
+  endif()
   # hostile traces, files, call sequences and the recorder under threads
   cca_add_test(NAME test_bench_hostile SOURCES bench/test_bench_hostile.c LIBS ccbench_core LABEL cpu)
   # `ccbench sleep`'s check after every wake fires: its code on a double that inverts a byte of a

@@ -379,8 +379,11 @@ Test(replay, times_with_the_driver_pay_each_granule_mapped) {
  * step): 10 pages of 2 MiB, or one whole map; the trace's empty_cache
  * unmaps them in one call. No per-call latency, 20 ms per allocation mapped and 10 ms per
  * one unmapped: the pass with the driver's cost takes 10 x 30 ms over
- * pages and 30 ms over whole maps, plus bookkeeping far below 10 ms, so
- * the number of charges is exact (the median of three passes). */
+ * pages and 30 ms over whole maps, plus bookkeeping. The bound is midway
+ * between the right count and the nearest wrong one (each charged twice:
+ * 1.5x; per page over whole maps: 10x), so a busy machine's bookkeeping
+ * (12-15 ms seen with five jobs on two cores) cannot fail it and a wrong
+ * count always does (the median of three passes). */
 Test(replay, the_driver_charges_each_physical_allocation_once) {
     ccb_trace t;
     cr_assert_eq(read_text(&t,
@@ -397,12 +400,12 @@ Test(replay, the_driver_charges_each_physical_allocation_once) {
     for (size_t i = 0; i < 2; i++) {
         o.vm_backing = backing[i];
         ccb_result r;
-        tu_replay_under(&t, "ccalloc-expandable", &o, &r, driver_ms, want_ms[i] + 10.0);
+        tu_replay_under(&t, "ccalloc-expandable", &o, &r, driver_ms, want_ms[i] * 1.5);
         cr_assert_eq(r.peak_reserved, 20 * MiB, "%zu", r.peak_reserved);
         cr_assert_eq(r.upstream_allocs, 2, "a range and ONE map of 20 MiB");
         cr_assert_eq(r.checkpoints[0].returned, 20 * MiB, "the empty_cache unmaps it all");
         cr_assert_geq(r.driver_total_ms, want_ms[i], "backing %d: %.1f ms", backing[i], r.driver_total_ms);
-        cr_assert_lt(r.driver_total_ms, want_ms[i] + 10.0,
+        cr_assert_lt(r.driver_total_ms, want_ms[i] * 1.5,
                      "backing %d: %.1f ms, charged more than once per physical "
                      "allocation",
                      backing[i], r.driver_total_ms);
@@ -414,7 +417,9 @@ Test(replay, the_driver_charges_each_physical_allocation_once) {
 /* --vm-call-latency: a vm_map / vm_unmap costs its own call latency (not the
  * device alloc's / free's) once per call, beside its physical allocations;
  * a call latency of 0 charges the device alloc's / free's latency instead
- * (docs/benchmarks.md, "What a page costs": the model before the option). */
+ * (docs/benchmarks.md, "What a page costs": the model before the option).
+ * 30 ms right, 60 charged twice, 300 per page: the bound is 45, midway
+ * (the test above says why). */
 Test(replay, a_vm_call_costs_its_own_latency_once) {
     ccb_trace t;
     cr_assert_eq(read_text(&t,
@@ -433,11 +438,11 @@ Test(replay, a_vm_call_costs_its_own_latency_once) {
         o.driver_reps = 3;
         o.vm_backing = CCA_VM_PAGES;
         ccb_result r;
-        tu_replay_under(&t, "ccalloc-expandable", &o, &r, driver_ms, 40.0);
+        tu_replay_under(&t, "ccalloc-expandable", &o, &r, driver_ms, 45.0);
         cr_assert_eq(r.upstream_allocs, 2, "a range and ONE map (ten pages)");
         cr_assert_geq(r.driver_total_ms, 30.0, "case %zu: one map call and one unmap call: %.1f ms", i,
                       r.driver_total_ms);
-        cr_assert_lt(r.driver_total_ms, 40.0, "case %zu: %.1f ms: a call charged per page, or twice", i,
+        cr_assert_lt(r.driver_total_ms, 45.0, "case %zu: %.1f ms: a call charged per page, or twice", i,
                      r.driver_total_ms);
         ccb_result_free(&r);
     }

@@ -1,0 +1,136 @@
+/*
+ * os_counts.h — what the process holds of the operating system, counted:
+ * open descriptors (/proc/self/fd), mappings (/proc/self/maps: lines and
+ * bytes), threads (/proc/self/task). Heap leaks are AddressSanitizer's to
+ * find; these are not: a descriptor, a mapping or a thread left behind by
+ * an object's life, on success or on a failure path.
+ *
+ * - Counted with raw system calls into stack buffers (open, read,
+ *   getdents64): no host allocation, so a count may be taken while
+ *   malloc_fault.h is armed, and counting changes nothing it counts (its
+ *   own descriptor is closed before it returns and not counted).
+ * - The C library keeps some of what a first use maps (a thread's stack
+ *   cache, a thread's malloc arena, stdio's buffers): a test runs its
+ *   lifecycle once before the first count, then many times, and asserts
+ *   the counts are exactly those after the first run.
+ * - tu_os_same: the two counts equal, or the test fails naming each field
+ *   that moved and by how much.
+ */
+#ifndef TU_OS_COUNTS_H
+#define TU_OS_COUNTS_H
+
+#include <criterion/criterion.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef struct tu_os_counts {
+    long fds;       /* entries of /proc/self/fd, less the one reading it */
+    long maps;      /* lines of /proc/self/maps */
+    long threads;   /* entries of /proc/self/task */
+    uint64_t bytes; /* the sum of the mappings' lengths */
+} tu_os_counts;
+
+/* Entries of a /proc directory, "." and ".." not counted; -1 if unreadable. */
+static inline long tu_os_dir_entries(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    long n = 0;
+    char buf[4096] __attribute__((aligned(8)));
+    for (;;) {
+        long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (got <= 0) {
+            n = got < 0 ? -1 : n;
+            break;
+        }
+        for (long off = 0; off < got;) {
+            unsigned short reclen;
+            memcpy(&reclen, buf + off + 16, sizeof reclen); /* d_ino 8, d_off 8, then d_reclen */
+            const char *name = buf + off + 19;              /* after d_type */
+            if (strcmp(name, ".") && strcmp(name, ".."))
+                n++;
+            off += reclen;
+        }
+    }
+    close(fd);
+    return n;
+}
+
+/* Lines of /proc/self/maps and the bytes they map, parsed as read. */
+static inline void tu_os_maps(long *lines, uint64_t *bytes) {
+    *lines = -1;
+    *bytes = 0;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char buf[8192], line[128];
+    size_t have = 0; /* the current line's start, up to sizeof line - 1 bytes */
+    long n = 0;
+    ssize_t got;
+    while ((got = read(fd, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < got; i++) {
+            if (buf[i] != '\n') {
+                if (have < sizeof line - 1)
+                    line[have++] = buf[i];
+                continue;
+            }
+            line[have] = '\0';
+            unsigned long long lo, hi;
+            if (sscanf(line, "%llx-%llx", &lo, &hi) == 2 && !strstr(line, "[heap]"))
+                *bytes += hi - lo;
+            n++;
+            have = 0;
+        }
+    }
+    close(fd);
+    *lines = got < 0 ? -1 : n;
+}
+
+static inline tu_os_counts tu_os_read(void) {
+    tu_os_counts c;
+    c.fds = tu_os_dir_entries("/proc/self/fd");
+    c.fds = c.fds < 0 ? -1 : c.fds - 1; /* the descriptor that read it */
+    c.threads = tu_os_dir_entries("/proc/self/task");
+    tu_os_maps(&c.maps, &c.bytes);
+    cr_assert(c.fds >= 0 && c.threads > 0 && c.maps > 0, "/proc/self cannot be read");
+    return c;
+}
+
+static inline bool tu_os_equal(const tu_os_counts *a, const tu_os_counts *b) {
+    return a->fds == b->fds && a->maps == b->maps && a->threads == b->threads && a->bytes == b->bytes;
+}
+
+/* The counts once two reads 2 ms apart agree (a joined thread leaves
+ * /proc/self/task a moment after pthread_join returns), at most 0.2 s. */
+static inline tu_os_counts tu_os_now(void) {
+    tu_os_counts c = tu_os_read();
+    for (int i = 0; i < 100; i++) {
+        usleep(2000);
+        tu_os_counts again = tu_os_read();
+        if (tu_os_equal(&c, &again))
+            break;
+        c = again;
+    }
+    return c;
+}
+
+/* The counts now equal `before`, read again every 2 ms for up to 0.2 s
+ * while they differ; else the test fails naming each count that moved. */
+static inline void tu_os_same(const tu_os_counts *before, const char *what) {
+    tu_os_counts after = tu_os_read();
+    for (int i = 0; i < 100 && !tu_os_equal(before, &after); i++) {
+        usleep(2000);
+        after = tu_os_read();
+    }
+    cr_assert(tu_os_equal(before, &after),
+              "%s: left behind: %+ld descriptors, %+ld mappings (%+lld bytes), %+ld threads", what,
+              after.fds - before->fds, after.maps - before->maps, (long long)after.bytes - (long long)before->bytes,
+              after.threads - before->threads);
+}
+
+#endif /* TU_OS_COUNTS_H */

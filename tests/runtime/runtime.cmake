@@ -20,6 +20,12 @@ if(TARGET ccr)
     LIBS ccr LABEL cpu)
   target_include_directories(test_runtime_faults PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
   target_link_options(test_runtime_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP} "LINKER:--wrap=fdopen") # its FILE, in libc
+  # What an engine's life takes from the system given back, descriptors, mappings, threads and files, with
+  # each host allocation refused in turn (tests/runtime/test_runtime_os_resources.c, tests/support/os_counts.h)
+  cca_add_test(NAME test_runtime_os_resources SOURCES runtime/test_runtime_os_resources.c support/alloc_test_util.c
+    support/malloc_fault.c LIBS ccr LABEL cpu)
+  target_include_directories(test_runtime_os_resources PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
+  target_link_options(test_runtime_os_resources PRIVATE ${CCA_MALLOC_FAULT_WRAP} "LINKER:--wrap=fdopen")
   # Sleep and wake of a model (runtime/src/sleep.c), the device's refusals through tu_faulty.
   cca_add_test(NAME test_runtime_sleep SOURCES runtime/test_runtime_sleep.c support/alloc_test_util.c LIBS ccr LABEL cpu)
   target_include_directories(test_runtime_sleep PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)

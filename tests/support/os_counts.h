@@ -1,9 +1,12 @@
 /*
  * os_counts.h — what the process holds of the operating system, counted:
  * open descriptors (/proc/self/fd), mappings (/proc/self/maps: lines and
- * bytes), threads (/proc/self/task). Heap leaks are AddressSanitizer's to
- * find; these are not: a descriptor, a mapping or a thread left behind by
- * an object's life, on success or on a failure path.
+ * bytes), threads (/proc/self/task); and what it set, fingerprinted: every
+ * signal's disposition and the calling thread's mask, the resource limits,
+ * the environment. Heap leaks are AddressSanitizer's to find; these are
+ * not: a descriptor, a mapping or a thread left behind by an object's
+ * life, on success or on a failure path, or a setting changed and never
+ * put back.
  *
  * - Counted with raw system calls into stack buffers (open, read,
  *   getdents64): no host allocation, so a count may be taken while
@@ -12,19 +15,24 @@
  * - The C library keeps some of what a first use maps (a thread's stack
  *   cache, a thread's malloc arena, stdio's buffers): a test runs its
  *   lifecycle once before the first count, then many times, and asserts
- *   the counts are exactly those after the first run.
+ *   the counts are exactly those after the first run. No first use may
+ *   change a setting: tu_os_warmed takes the counts after that first run
+ *   and the fingerprints from before it.
  * - tu_os_same: the two counts equal, or the test fails naming each field
- *   that moved and by how much.
+ *   that moved and by how much (a fingerprint: that it changed).
  */
 #ifndef TU_OS_COUNTS_H
 #define TU_OS_COUNTS_H
 
 #include <criterion/criterion.h>
-#include <stdbool.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -33,7 +41,52 @@ typedef struct tu_os_counts {
     long maps;      /* lines of /proc/self/maps */
     long threads;   /* entries of /proc/self/task */
     uint64_t bytes; /* the sum of the mappings' lengths */
+    uint64_t signals, limits, environment; /* fingerprints (FNV-1a) */
 } tu_os_counts;
+
+static inline uint64_t tu_os_hash(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Every signal's handler and flags, and the calling thread's mask. */
+static inline uint64_t tu_os_signals(void) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int s = 1; s < NSIG; s++) {
+        struct sigaction sa;
+        if (sigaction(s, NULL, &sa) != 0)
+            continue; /* not a signal (32, 33: the C library's own) */
+        void *handler = (sa.sa_flags & SA_SIGINFO) ? (void *)sa.sa_sigaction : (void *)sa.sa_handler;
+        h = tu_os_hash(h, &handler, sizeof handler);
+        h = tu_os_hash(h, &sa.sa_flags, sizeof sa.sa_flags);
+    }
+    sigset_t mask;
+    pthread_sigmask(SIG_BLOCK, NULL, &mask);
+    for (int s = 1; s < NSIG; s++) {
+        int in = sigismember(&mask, s) == 1;
+        h = tu_os_hash(h, &in, sizeof in);
+    }
+    return h;
+}
+
+static inline uint64_t tu_os_limits(void) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int r = 0; r < RLIM_NLIMITS; r++) {
+        struct rlimit l;
+        if (getrlimit(r, &l) == 0)
+            h = tu_os_hash(h, &l, sizeof l);
+    }
+    return h;
+}
+
+static inline uint64_t tu_os_environment(void) {
+    extern char **environ;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (char **v = environ; v && *v; v++)
+        h = tu_os_hash(h, *v, strlen(*v) + 1);
+    return h;
+}
 
 /* Entries of a /proc directory, "." and ".." not counted; -1 if unreadable. */
 static inline long tu_os_dir_entries(const char *dir) {
@@ -97,12 +150,16 @@ static inline tu_os_counts tu_os_read(void) {
     c.fds = c.fds < 0 ? -1 : c.fds - 1; /* the descriptor that read it */
     c.threads = tu_os_dir_entries("/proc/self/task");
     tu_os_maps(&c.maps, &c.bytes);
+    c.signals = tu_os_signals();
+    c.limits = tu_os_limits();
+    c.environment = tu_os_environment();
     cr_assert(c.fds >= 0 && c.threads > 0 && c.maps > 0, "/proc/self cannot be read");
     return c;
 }
 
 static inline bool tu_os_equal(const tu_os_counts *a, const tu_os_counts *b) {
-    return a->fds == b->fds && a->maps == b->maps && a->threads == b->threads && a->bytes == b->bytes;
+    return a->fds == b->fds && a->maps == b->maps && a->threads == b->threads && a->bytes == b->bytes &&
+           a->signals == b->signals && a->limits == b->limits && a->environment == b->environment;
 }
 
 /* The counts once two reads 2 ms apart agree (a joined thread leaves
@@ -119,6 +176,16 @@ static inline tu_os_counts tu_os_now(void) {
     return c;
 }
 
+/* The counts now, the fingerprints `first`'s: taken before a warm-up run,
+ * whose own change of a setting is then a change too. */
+static inline tu_os_counts tu_os_warmed(const tu_os_counts *first) {
+    tu_os_counts c = tu_os_now();
+    c.signals = first->signals;
+    c.limits = first->limits;
+    c.environment = first->environment;
+    return c;
+}
+
 /* The counts now equal `before`, read again every 2 ms for up to 0.2 s
  * while they differ; else the test fails naming each count that moved. */
 static inline void tu_os_same(const tu_os_counts *before, const char *what) {
@@ -128,9 +195,12 @@ static inline void tu_os_same(const tu_os_counts *before, const char *what) {
         after = tu_os_read();
     }
     cr_assert(tu_os_equal(before, &after),
-              "%s: left behind: %+ld descriptors, %+ld mappings (%+lld bytes), %+ld threads", what,
+              "%s: left behind: %+ld descriptors, %+ld mappings (%+lld bytes), %+ld threads%s%s%s", what,
               after.fds - before->fds, after.maps - before->maps, (long long)after.bytes - (long long)before->bytes,
-              after.threads - before->threads);
+              after.threads - before->threads,
+              after.signals != before->signals ? "; a signal's disposition or the thread's mask changed" : "",
+              after.limits != before->limits ? "; a resource limit changed" : "",
+              after.environment != before->environment ? "; the environment changed" : "");
 }
 
 #endif /* TU_OS_COUNTS_H */

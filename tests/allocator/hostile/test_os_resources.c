@@ -19,7 +19,10 @@
  *   destroyed on another; forks after many lives.
  * - Each test runs its life once before the first count (the C library
  *   keeps a thread's stack and arena for reuse), then again and again, and
- *   asserts every count is exactly the first's.
+ *   asserts every count is exactly the first's; and that no signal's
+ *   disposition, the calling thread's signal mask, a resource limit or the
+ *   environment changed, not even by the first life (os_counts.h's
+ *   fingerprints).
  */
 #include "alloc_test_util.h"
 #include "malloc_fault.h"
@@ -81,8 +84,9 @@ static void device_life(bool leave) {
 }
 
 static void assert_lives_leave_nothing(void (*life)(bool), bool arg, const char *what) {
+    tu_os_counts first = tu_os_now();
     life(arg);
-    tu_os_counts before = tu_os_now();
+    tu_os_counts before = tu_os_warmed(&first);
     for (int r = 0; r < ROUNDS; r++)
         life(arg);
     tu_os_same(&before, what);
@@ -184,8 +188,9 @@ Test(os_resources, allocator_lives_leave_nothing) {
 static void malloc_faults(bool sticky, bool leave) {
     for (size_t i = 0; i < NCONFS; i++) {
         conf_index = (int)i;
+        tu_os_counts first = tu_os_now();
         allocator_life(leave); /* the C library's first-use mappings, before the count */
-        tu_os_counts before = tu_os_now();
+        tu_os_counts before = tu_os_warmed(&first);
         for (long k = 1;; k++) {
             cca_host_options o = {.capacity = 64 * MiB, .vm_granularity = PG, .vm_backing = CCA_VM_PAGES};
             cca_upstream *u = NULL;
@@ -223,8 +228,9 @@ Test(os_resources, host_malloc_failing_from_then_on_leaves_nothing) {
 static void upstream_faults(tu_fault_kind kind, bool sticky) {
     for (size_t i = 0; i < 2; i++) {
         conf_index = (int)i;
+        tu_os_counts first = tu_os_now();
         allocator_life(false);
-        tu_os_counts before = tu_os_now();
+        tu_os_counts before = tu_os_warmed(&first);
         for (uint64_t k = 1;; k++) {
             tu_faulty f;
             cca_upstream *dev = device(64 * MiB);
@@ -311,14 +317,16 @@ Test(os_resources, destroyed_on_another_thread) {
 }
 
 Test(os_resources, fork_after_many_lives) {
+    tu_os_counts first = tu_os_now();
     for (int r = 0; r < 4 * ROUNDS; r++)
         allocator_life(false);
-    tu_os_counts before = tu_os_now();
+    tu_os_counts before = tu_os_warmed(&first);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) { /* the child makes, uses and destroys its own, on threads of its own */
+        tu_os_counts at_fork = tu_os_now();
         across_threads_life(false);
-        tu_os_counts mine = tu_os_now();
+        tu_os_counts mine = tu_os_warmed(&at_fork);
         for (int r = 0; r < ROUNDS; r++)
             across_threads_life(false);
         tu_os_counts after = tu_os_now();

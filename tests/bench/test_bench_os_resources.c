@@ -30,15 +30,6 @@
 
 #define ROUNDS 6
 
-static void assert_runs_leave_nothing(void (*run)(void), const char *what) {
-    tu_os_counts first = tu_os_now();
-    run();
-    tu_os_counts before = tu_os_warmed(&first);
-    for (int r = 0; r < ROUNDS; r++)
-        run();
-    tu_os_same(&before, what);
-}
-
 /* ---- replay ------------------------------------------------------------------------ */
 
 static void replay_run(void) {
@@ -60,7 +51,7 @@ static void replay_run(void) {
 }
 
 Test(bench_os_resources, replays_leave_nothing) {
-    assert_runs_leave_nothing(replay_run, "a trace replayed through every preset");
+    tu_os_repeat(replay_run, ROUNDS, "a trace replayed through every preset");
 }
 
 /* ---- trace files --------------------------------------------------------------------- */
@@ -121,7 +112,7 @@ static void load_run(void) {
 }
 
 Test(bench_os_resources, trace_files_loaded_and_refused_leave_nothing, .init = setup, .fini = teardown) {
-    assert_runs_leave_nothing(load_run, "traces loaded, a FIFO and a directory refused");
+    tu_os_repeat(load_run, ROUNDS, "traces loaded, a FIFO and a directory refused");
 }
 
 /* ---- the vm driver figures and ccbench sleep ------------------------------------------- */
@@ -136,7 +127,7 @@ static void driver_vm_run(void) {
 }
 
 Test(bench_os_resources, driver_vm_figures_leave_nothing) {
-    assert_runs_leave_nothing(driver_vm_run, "the vm driver figures");
+    tu_os_repeat(driver_vm_run, ROUNDS, "the vm driver figures");
 }
 
 static void sleep_run(void) {
@@ -154,5 +145,5 @@ static void sleep_run(void) {
 }
 
 Test(bench_os_resources, ccbench_sleep_leaves_nothing) {
-    assert_runs_leave_nothing(sleep_run, "ccbench sleep on the simulated device");
+    tu_os_repeat(sleep_run, ROUNDS, "ccbench sleep on the simulated device");
 }

@@ -36,6 +36,11 @@ if(TARGET ccr)
       LABEL cpu) # tu_faulty
     target_compile_definitions(test_ccrun_sleep PRIVATE CCRUN_PATH="$<TARGET_FILE:ccrun>")
     add_dependencies(test_ccrun_sleep ccrun)
+    # ccrun's own runs (--save, --sleep, --timeline, --snapshot, sidecars) give back descriptors, mappings,
+    # threads and files; a child timed by child.c inherits nothing close-on-exec and is reaped
+    cca_add_test(NAME test_ccrun_os_resources SOURCES runtime/test_ccrun_os_resources.c support/alloc_test_util.c
+      LIBS ccrun_core LABEL cpu)
+    target_compile_definitions(test_ccrun_os_resources PRIVATE CCRUN_PATH="$<TARGET_FILE:ccrun>")
     # every figure ccrun shows when the device refuses mem_info from each call on (ccrun_double.h)
     cca_add_test(NAME test_ccrun_mem_info SOURCES runtime/test_ccrun_mem_info.c support/alloc_test_util.c
       LIBS ccrun_core LABEL cpu)

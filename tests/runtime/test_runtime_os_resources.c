@@ -20,7 +20,6 @@
  *   environment changed, not even by the first life.
  * - Every descriptor the engine gives fdopen is close-on-exec.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -126,28 +125,9 @@ static void life(void) {
     (void)ccr_timeline_close(t);
 }
 
-/* The directory's entries other than the test's own, each one named. */
-static void assert_no_stray_files(const char *what) {
-    DIR *d = opendir(dir);
-    cr_assert_not_null(d);
-    struct dirent *ent;
-    while ((ent = readdir(d))) {
-        bool known = !strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..");
-        for (int i = 0; i < NFILES; i++)
-            known = known || !strcmp(ent->d_name, names[i]);
-        cr_assert(known, "%s: left behind in %s: %s", what, dir, ent->d_name);
-    }
-    closedir(d);
-}
-
 Test(runtime_os_resources, lives_leave_nothing) {
-    tu_os_counts first = tu_os_now();
-    life();
-    tu_os_counts before = tu_os_warmed(&first);
-    for (int r = 0; r < 8; r++)
-        life();
-    tu_os_same(&before, "eight engine lives");
-    assert_no_stray_files("eight engine lives");
+    tu_os_repeat(life, 8, "eight engine lives");
+    tu_os_only_files(dir, names, NFILES, "eight engine lives");
 }
 
 /* Every file the engine opens is close-on-exec: a program that starts a
@@ -172,7 +152,7 @@ static void host_faults(bool sticky) {
         char what[96];
         snprintf(what, sizeof what, "host allocation %ld failing%s", k, sticky ? " and every one after" : "");
         tu_os_same(&before, what);
-        assert_no_stray_files(what);
+        tu_os_only_files(dir, names, NFILES, what);
         if (!injected)
             break;
     }

@@ -20,11 +20,17 @@
  *   and the fingerprints from before it.
  * - tu_os_same: the two counts equal, or the test fails naming each field
  *   that moved and by how much (a fingerprint: that it changed).
+ * - tu_os_repeat: the whole pattern for a run of no argument: run once,
+ *   then `rounds` times, then tu_os_same against tu_os_warmed.
+ * - tu_os_only_files: a directory holds none but the files named (a
+ *   temporary file left behind fails the test, named); it reads the
+ *   directory with opendir, so not while malloc_fault.h is armed.
  */
 #ifndef TU_OS_COUNTS_H
 #define TU_OS_COUNTS_H
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -201,6 +207,29 @@ static inline void tu_os_same(const tu_os_counts *before, const char *what) {
               after.signals != before->signals ? "; a signal's disposition or the thread's mask changed" : "",
               after.limits != before->limits ? "; a resource limit changed" : "",
               after.environment != before->environment ? "; the environment changed" : "");
+}
+
+static inline void tu_os_repeat(void (*run)(void), int rounds, const char *what) {
+    tu_os_counts first = tu_os_now();
+    run();
+    tu_os_counts before = tu_os_warmed(&first);
+    for (int r = 0; r < rounds; r++)
+        run();
+    tu_os_same(&before, what);
+}
+
+/* dir holds none but ".", ".." and names[0..n). */
+static inline void tu_os_only_files(const char *dir, const char *const *names, size_t n, const char *what) {
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s: cannot read", dir);
+    struct dirent *ent;
+    while ((ent = readdir(d))) {
+        bool known = !strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..");
+        for (size_t i = 0; i < n; i++)
+            known = known || !strcmp(ent->d_name, names[i]);
+        cr_assert(known, "%s: left behind in %s: %s", what, dir, ent->d_name);
+    }
+    closedir(d);
 }
 
 #endif /* TU_OS_COUNTS_H */

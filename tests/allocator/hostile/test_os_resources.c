@@ -14,7 +14,12 @@
  *   again and again; the plug's devices made and reset.
  * - Failure paths: the same lives with the k-th host allocation failing
  *   (malloc_fault.h), and with the k-th upstream call of each kind refused
- *   (tu_faulty), k = 1, 2, ... until nothing more is injected.
+ *   (tu_faulty), k = 1, 2, ... until nothing more is injected; the trace's
+ *   first opening and a later section's with the k-th host allocation
+ *   failing (fopencookie's FILE included), each in a child of its own (one
+ *   refused opening stops the recording for the process), and a section
+ *   refused because another process wrote to the file; the plug's devices
+ *   made with the k-th host allocation failing.
  * - Threads: an allocator made (its copy engine started) on one thread and
  *   destroyed on another; forks after many lives.
  * - Each test runs its life once before the first count (the C library
@@ -29,6 +34,7 @@
 #include "os_counts.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,6 +293,123 @@ Test(os_resources, trace_file_closed_by_the_last_allocator) {
     unlink(trace_path);
 }
 
+/* fopencookie mallocs the trace's FILE inside libc, out of --wrap=malloc's
+ * reach: wrapped here (allocator.cmake), refused in turn as the others. */
+FILE *__real_fopencookie(void *cookie, const char *mode, cookie_io_functions_t io);
+FILE *__wrap_fopencookie(void *cookie, const char *mode, cookie_io_functions_t io);
+FILE *__wrap_fopencookie(void *cookie, const char *mode, cookie_io_functions_t io) {
+    if (tu_malloc_fails_now()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return __real_fopencookie(cookie, mode, io);
+}
+
+static void quiet(void *user, const char *line) {
+    (void)user;
+    (void)line;
+}
+
+/* traced_life with every call allowed to fail. */
+static void traced_life_failing(void) {
+    cca_upstream *u = NULL;
+    if (cca_upstream_host_create(64 * MiB, &u) != CCA_OK)
+        return;
+    cca_config c;
+    cca_config_default(&c);
+    c.log_oom = 0;
+    cca_allocator *a = NULL, *b = NULL;
+    void *p = NULL, *q = NULL;
+    if (cca_create(&c, u, &a) == CCA_OK && cca_alloc(a, 1 * MiB, NULL, &p) == CCA_OK)
+        (void)cca_trace_mark(a, "m");
+    if (cca_create(&c, u, &b) == CCA_OK)
+        (void)cca_alloc(b, 1 * MiB, NULL, &q);
+    if (p)
+        (void)cca_free(a, p);
+    if (q)
+        (void)cca_free(b, q);
+    if (a)
+        (void)cca_destroy(a);
+    if (b)
+        (void)cca_destroy(b);
+    cca_upstream_destroy(u);
+}
+
+/* In a child (the recording's state is the process's: one opening refused
+ * stops it for good), a traced life with host allocation k failing: 0 when
+ * it left nothing, 1 when it did, 2 when nothing was injected. `first`:
+ * the failing life is the first to open the file; else one before it
+ * opened and closed it (the later section's path). */
+static int traced_fault_child(long k, bool first, const char *path) {
+    cca_set_log_callback(quiet, NULL); /* the refusals' lines */
+    tu_os_counts start = tu_os_now();
+    if (!first)
+        setenv("CCALLOC_TRACE", path, 1);
+    traced_life_failing(); /* the first use's mappings; the trace opened when !first */
+    setenv("CCALLOC_TRACE", path, 1);
+    tu_os_counts before = tu_os_warmed(&start);
+    before.environment = tu_os_environment(); /* the variable set here */
+    tu_malloc_arm(k, false);
+    traced_life_failing();
+    long injected = tu_malloc_disarm();
+    tu_os_counts after = tu_os_now();
+    return !tu_os_equal(&before, &after) ? 1 : injected ? 0 : 2;
+}
+
+static void trace_faults(bool first) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ccalloc_os_trace_%ld.csv", (long)getpid());
+    for (long k = 1;; k++) {
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0)
+            _exit(traced_fault_child(k, first, path));
+        int status;
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        unlink(path);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 1,
+                  "host allocation %ld failing in a traced life (%s): "
+                  "something left behind (status %d)",
+                  k, first ? "its first opening" : "a later section", status);
+        if (WEXITSTATUS(status) == 2)
+            break;
+    }
+}
+
+/* A later section refused: another process wrote to the file since the
+ * last one closed it (the test appends a line), so the file opened for the
+ * section is closed again at once. In a child, as above. */
+static int refused_section_child(const char *path) {
+    cca_set_log_callback(quiet, NULL); /* the refusal's line */
+    setenv("CCALLOC_TRACE", path, 1);
+    traced_life_failing();
+    tu_os_counts before = tu_os_now();
+    FILE *f = fopen(path, "a");
+    if (!f || fputs("written by another process\n", f) < 0 || fclose(f) != 0)
+        return 3;
+    traced_life_failing();
+    tu_os_counts after = tu_os_now();
+    return tu_os_equal(&before, &after) ? 0 : 1;
+}
+
+Test(os_resources, trace_section_refused_leaves_nothing) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ccalloc_os_trace_%ld.csv", (long)getpid());
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        _exit(refused_section_child(path));
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    unlink(path);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a refused section left something (status %d)", status);
+}
+
+Test(os_resources, trace_opening_refused_at_each_allocation_leaves_nothing) {
+    trace_faults(true);
+    trace_faults(false);
+}
+
 /* ---- threads and forks ----------------------------------------------------- */
 
 static void *destroy_on_thread(void *arg) {
@@ -352,4 +475,29 @@ static void plug_life(bool leave) {
 
 Test(os_resources, plug_devices_made_and_reset) {
     assert_lives_leave_nothing(plug_life, false, "the plug's two devices, made and reset");
+}
+
+/* The plug's devices made with the k-th host allocation failing (a device
+ * whose creation failed stays failed until the reset), k = 1, 2, ... */
+Test(os_resources, plug_devices_failing_to_be_made_leave_nothing) {
+    cca_set_log_callback(quiet, NULL); /* a failed creation's line */
+    tu_os_counts first = tu_os_now();
+    plug_life(false);
+    tu_os_counts before = tu_os_warmed(&first);
+    for (long k = 1;; k++) {
+        tu_malloc_arm(k, false);
+        void *p = cca_plug_configure("host:64M:2", "log_oom:0,expandable:1") == CCA_OK
+                      ? cca_plug_alloc(1 * MiB, 0, NULL)
+                      : NULL;
+        void *q = cca_plug_alloc(1 * MiB, 1, NULL);
+        cca_plug_free(p, 1 * MiB, 0, NULL);
+        cca_plug_free(q, 1 * MiB, 1, NULL);
+        long injected = tu_malloc_disarm();
+        cr_assert_eq(cca_plug_reset(), CCA_OK, "%s", cca_last_error());
+        char what[64];
+        snprintf(what, sizeof what, "the plug, host allocation %ld failing", k);
+        tu_os_same(&before, what);
+        if (!injected)
+            break;
+    }
 }

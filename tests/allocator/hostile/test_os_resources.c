@@ -21,7 +21,9 @@
  *   refused because another process wrote to the file; the plug's devices
  *   made with the k-th host allocation failing.
  * - Threads: an allocator made (its copy engine started) on one thread and
- *   destroyed on another; forks after many lives.
+ *   destroyed on another; forks after many lives and after each sweep of
+ *   failures (the fork handler walks every object still registered);
+ *   pthread_atfork called once, at load, whatever came and went.
  * - Each test runs its life once before the first count (the C library
  *   keeps a thread's stack and arena for reuse), then again and again, and
  *   asserts every count is exactly the first's; and that no signal's
@@ -51,6 +53,30 @@ static cca_upstream *device(size_t capacity) {
     cca_upstream *u = NULL;
     cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
     return u;
+}
+
+/* pthread_atfork's calls, counted (allocator.cmake wraps it): fork.c
+ * registers its handler once, at load, however many objects come and go. */
+int __real_pthread_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+int __wrap_pthread_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+static int atfork_calls;
+int __wrap_pthread_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+    atfork_calls++;
+    return __real_pthread_atfork(prepare, parent, child);
+}
+
+/* A fork whose child exits at once: fork.c's handler walks every
+ * allocator and upstream still registered (a freed one left on its lists
+ * is a use after free here, or a lock taken for ever). */
+static void fork_and_reap(const char *what) {
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        _exit(0);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: the child of a fork failed (status %d)", what,
+              status);
 }
 
 /* ---- the simulated device alone ------------------------------------------- */
@@ -215,6 +241,7 @@ static void malloc_faults(bool sticky, bool leave) {
                 break;
         }
     }
+    fork_and_reap("after the host malloc sweep");
 }
 
 Test(os_resources, host_malloc_failing_once_leaves_nothing) {
@@ -257,6 +284,7 @@ static void upstream_faults(size_t conf) {
                 if (!injected)
                     break;
             }
+    fork_and_reap("after the upstream sweep");
 }
 
 Test(os_resources, upstream_refusals_leave_nothing_classic) {
@@ -440,6 +468,7 @@ Test(os_resources, destroyed_on_another_thread) {
 }
 
 Test(os_resources, fork_after_many_lives) {
+    cr_assert_eq(atfork_calls, 1, "pthread_atfork called %d times by the library's load", atfork_calls);
     tu_os_counts first = tu_os_now();
     for (int r = 0; r < 4 * ROUNDS; r++)
         allocator_life(false);
@@ -459,6 +488,7 @@ Test(os_resources, fork_after_many_lives) {
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's life left something (status %d)", status);
     tu_os_same(&before, "a fork");
+    cr_assert_eq(atfork_calls, 1, "pthread_atfork called %d times: a registration per object", atfork_calls);
 }
 
 /* ---- the plug -------------------------------------------------------------- */

@@ -9,7 +9,8 @@
  *   loaded from that file, run, put to sleep and woken, unloaded (its
  *   sidecar written through a temporary file), loaded again (the sidecar
  *   read), run, released; then a model file that is a directory and one
- *   that is a FIFO refused, the engine destroyed and the timeline closed.
+ *   that is a FIFO refused; a model unloaded asleep, another left asleep
+ *   for the engine's release; the engine destroyed, the timeline closed.
  * - Failure paths: the same life with the k-th host allocation failing
  *   (malloc_fault.h, fdopen's FILE included), once and from then on, k =
  *   1, 2, ... until nothing more is injected.
@@ -119,6 +120,13 @@ static void life(void) {
         }
         cr_assert_neq(ccr_model_load_file(e, paths[SUBDIR], &m), CCR_OK, "a directory loaded as a model");
         cr_assert_neq(ccr_model_load_file(e, paths[FIFO], &m), CCR_OK, "a FIFO loaded as a model");
+        if (ccr_model_load_spec(e, SPEC, &m) == CCR_OK && ccr_model_run(m, x, BATCH, y) == CCR_OK &&
+            ccr_model_sleep(m, NULL) == CCR_OK)
+            (void)ccr_model_release(m, NULL); /* unloaded asleep: its host copy goes */
+        else if (m)
+            ccr_model_unload(m);
+        if (ccr_model_load_spec(e, SPEC, &m) == CCR_OK && ccr_model_run(m, x, BATCH, y) == CCR_OK)
+            (void)ccr_model_sleep(m, NULL); /* asleep at the engine's end */
         (void)ccr_engine_release(e, NULL);
         ccr_engine_destroy(e);
     }

@@ -6,7 +6,9 @@
  * only; these it does not.
  *
  * - The lives: the simulated device alone (classic allocations, ranges and
- *   maps, host memory and copies: the copy engine's thread); an allocator
+ *   maps, host memory and copies: the copy engine's thread), and within
+ *   one device's life its mappings back to their number once a thousand
+ *   scattered allocations and maps are given back; an allocator
  *   over it in each configuration (classic, expandable, greedy, hold_peak)
  *   through growth, trim, empty-cache, domains made, reserved, put to sleep,
  *   woken and released, stats and snapshots; destroyed with blocks still
@@ -113,6 +115,50 @@ static void device_life(bool leave) {
     cca_upstream_destroy(u);
     if (leave) /* host memory outlives the device (ccalloc.h), the caller's to unmap */
         cr_assert_eq(munmap(host, 4 * MiB), 0);
+}
+
+/* Within one device's life: a thousand allocations, frees, maps and
+ * unmaps at scattered places, then everything given back: the mappings
+ * are as many as right after the creation (pieces given back merge with
+ * the reserved range around them again, so a long-lived device does not
+ * creep towards the kernel's limit on mappings, vm.max_map_count). */
+Test(os_resources, a_long_lived_device_merges_what_it_gives_back) {
+    cca_upstream *u = device(64 * MiB);
+    void *base;
+    cr_assert_eq(cca_upstream_vm_reserve(u, 16 * MiB, &base), CCA_OK, "%s", cca_last_error());
+    tu_os_counts before = tu_os_now();
+    enum { N = 24 };
+    void *p[N] = {0};
+    bool mapped[16 * MiB / PG] = {0};
+    uint64_t rng = 12345;
+    for (int i = 0; i < 1000; i++) {
+        int k = (int)(tu_rand(&rng) % N);
+        if (p[k]) {
+            cr_assert_eq(cca_upstream_free(u, p[k], (size_t)(k + 1) * 64 * KiB), CCA_OK, "%s", cca_last_error());
+            p[k] = NULL;
+        } else {
+            cr_assert_eq(cca_upstream_alloc(u, (size_t)(k + 1) * 64 * KiB, &p[k]), CCA_OK, "%s", cca_last_error());
+            memset(p[k], 1, 64);
+        }
+        size_t g = tu_rand(&rng) % (16 * MiB / PG);
+        char *at = (char *)base + g * PG;
+        if (mapped[g])
+            cr_assert_eq(cca_upstream_vm_unmap(u, at, PG), CCA_OK, "%s", cca_last_error());
+        else
+            cr_assert_eq(cca_upstream_vm_map(u, at, PG), CCA_OK, "%s", cca_last_error());
+        if (!mapped[g])
+            memset(at, 1, 64);
+        mapped[g] = !mapped[g];
+    }
+    for (int k = 0; k < N; k++)
+        if (p[k])
+            cr_assert_eq(cca_upstream_free(u, p[k], (size_t)(k + 1) * 64 * KiB), CCA_OK, "%s", cca_last_error());
+    for (size_t g = 0; g < 16 * MiB / PG; g++)
+        if (mapped[g])
+            cr_assert_eq(cca_upstream_vm_unmap(u, (char *)base + g * PG, PG), CCA_OK, "%s", cca_last_error());
+    tu_os_same(&before, "a device after a thousand allocations, frees, maps and unmaps");
+    cr_assert_eq(cca_upstream_vm_release(u, base, 16 * MiB), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
 }
 
 static void assert_lives_leave_nothing(void (*life)(bool), bool arg, const char *what) {

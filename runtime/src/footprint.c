@@ -42,8 +42,10 @@
  *     reserved_peak 2097152
  *
  * read at load when the engine remembers nothing for the path, rewritten at
- * unload when the entry changed (a temporary file renamed over it, so a
- * reader never sees half a file), unless the model was never run: batch 0
+ * unload when the entry changed (a temporary file, "<path>.ccfoot.XXXXXX",
+ * renamed over it, so a reader never sees half a file; close-on-exec, so a
+ * child another thread starts meanwhile never holds it open; removed
+ * whatever fails once it is made), unless the model was never run: batch 0
  * is remembered in the engine only, since a sidecar's batch is 1..2^24. A sidecar is input from outside: it is
  * opened without blocking (a FIFO cannot hang the load), must be a regular
  * file of at most CCR_FOOT_MAX_BYTES, hold exactly these four lines (no NUL,
@@ -303,7 +305,7 @@ static void write_sidecar(ccr_engine *e, const ccr_footprint *f) {
     }
     memcpy(tmp, path, n);
     memcpy(tmp + n, ".XXXXXX", sizeof ".XXXXXX");
-    int fd = mkstemp(tmp); /* O_EXCL: never through a link someone planted */
+    int fd = mkostemp(tmp, O_CLOEXEC); /* O_EXCL: never through a link someone planted; no child inherits it */
     FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
     int ok = out != NULL;
     if (ok) {

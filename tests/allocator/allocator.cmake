@@ -166,6 +166,14 @@ cca_add_test(NAME test_fault_steps SOURCES allocator/hostile/test_fault_steps.c 
   support/malloc_fault.c LIBS ccalloc_static LABEL cpu)
 target_link_options(test_fault_steps PRIVATE ${CCA_MALLOC_FAULT_WRAP})
 
+# What the operating system lends, given back (tests/allocator/hostile/test_os_resources.c): descriptors,
+# mappings and threads counted after every object's life (the device, allocators in each configuration, the
+# trace, the plug, threads and forks), and after each host allocation (--wrap, the trace's fopencookie too) and
+# upstream call refused in turn.
+cca_add_test(NAME test_os_resources SOURCES allocator/hostile/test_os_resources.c support/alloc_test_util.c
+  support/malloc_fault.c LIBS ccalloc_static LABEL cpu)
+target_link_options(test_os_resources PRIVATE ${CCA_MALLOC_FAULT_WRAP} "LINKER:--wrap=fopencookie,--wrap=pthread_atfork")
+
 # max_reserved and the OOM retry under attack (tests/allocator/hostile/test_cap.c): growth and greedy, classic and expandable
 # segments, domains and footprint arenas, pending frees, caps at the edges of segment and page sizes; the cap
 # never crossed, refusals that change nothing and release nothing for nothing, requests that fit once the

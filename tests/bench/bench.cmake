@@ -61,6 +61,10 @@ if(TARGET ccbench_core)
   endif()
   # hostile traces, files, call sequences and the recorder under threads
   cca_add_test(NAME test_bench_hostile SOURCES bench/test_bench_hostile.c LIBS ccbench_core LABEL cpu)
+  # descriptors, mappings and threads given back run after run: replays of every preset a CPU runs, trace
+  # files loaded and refused, the vm driver figures, `ccbench sleep` (tests/support/os_counts.h)
+  cca_add_test(NAME test_bench_os_resources SOURCES bench/test_bench_os_resources.c support/alloc_test_util.c
+    LIBS ccbench_core LABEL cpu)
   # `ccbench sleep`'s check after every wake fires: its code on a double that inverts a byte of a
   # wake's copy (and refuses a read-back) exits 1 naming the block; on the clean double it passes
   cca_add_test(NAME test_bench_sleep SOURCES bench/test_bench_sleep.c support/alloc_test_util.c LIBS ccbench_core LABEL cpu) # tu_faulty

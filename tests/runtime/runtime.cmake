@@ -20,6 +20,12 @@ if(TARGET ccr)
     LIBS ccr LABEL cpu)
   target_include_directories(test_runtime_faults PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
   target_link_options(test_runtime_faults PRIVATE ${CCA_MALLOC_FAULT_WRAP} "LINKER:--wrap=fdopen") # its FILE, in libc
+  # What an engine's life takes from the system given back, descriptors, mappings, threads and files, with
+  # each host allocation refused in turn (tests/runtime/test_runtime_os_resources.c, tests/support/os_counts.h)
+  cca_add_test(NAME test_runtime_os_resources SOURCES runtime/test_runtime_os_resources.c support/alloc_test_util.c
+    support/malloc_fault.c LIBS ccr LABEL cpu)
+  target_include_directories(test_runtime_os_resources PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
+  target_link_options(test_runtime_os_resources PRIVATE ${CCA_MALLOC_FAULT_WRAP} "LINKER:--wrap=fdopen")
   # Sleep and wake of a model (runtime/src/sleep.c), the device's refusals through tu_faulty.
   cca_add_test(NAME test_runtime_sleep SOURCES runtime/test_runtime_sleep.c support/alloc_test_util.c LIBS ccr LABEL cpu)
   target_include_directories(test_runtime_sleep PRIVATE ${PROJECT_SOURCE_DIR}/runtime/src)
@@ -30,6 +36,11 @@ if(TARGET ccr)
       LABEL cpu) # tu_faulty
     target_compile_definitions(test_ccrun_sleep PRIVATE CCRUN_PATH="$<TARGET_FILE:ccrun>")
     add_dependencies(test_ccrun_sleep ccrun)
+    # ccrun's own runs (--save, --sleep, --timeline, --snapshot, sidecars) give back descriptors, mappings,
+    # threads and files; a child timed by child.c inherits nothing close-on-exec and is reaped
+    cca_add_test(NAME test_ccrun_os_resources SOURCES runtime/test_ccrun_os_resources.c support/alloc_test_util.c
+      LIBS ccrun_core LABEL cpu)
+    target_compile_definitions(test_ccrun_os_resources PRIVATE CCRUN_PATH="$<TARGET_FILE:ccrun>")
     # every figure ccrun shows when the device refuses mem_info from each call on (ccrun_double.h)
     cca_add_test(NAME test_ccrun_mem_info SOURCES runtime/test_ccrun_mem_info.c support/alloc_test_util.c
       LIBS ccrun_core LABEL cpu)

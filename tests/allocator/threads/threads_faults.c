@@ -285,7 +285,8 @@ typedef struct worker {
     ccai_rng rng;
     slot s[SLOTS];
     cca_domain *own;
-    bool asleep; /* own is asleep */
+    bool asleep;     /* own is asleep */
+    size_t recorded; /* ... with this many live blocks recorded (a wake reports them, freed or not) */
     int own_gen;
     uint64_t allocs, frees, ooms, own_allocs;
 } worker;
@@ -428,10 +429,17 @@ static void own_domain_release(worker *w, bool destroy, bool force, const char *
                ST(CCA_OK) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_UPSTREAM), tagged, "cca_domain_reserve again");
 }
 
-/* Sleep the own domain (awake) or wake it (asleep): its state afterwards as
- * the answer says, its blocks' bytes back once awake. */
+/* Sleep the own domain (awake), or sleep it again or wake it (asleep): its
+ * state afterwards as the answer says, its host copy as large as its live
+ * bytes (rounded to CCA_GRANULARITY) while asleep and gone once awake, its
+ * live blocks as they were, their bytes back once awake. */
 static void step_sleep(worker *w, const char *tagged) {
     cca_sleep_report r;
+    size_t blocks = 0, copied = 0; /* the live blocks a sleep copies, and their bytes */
+    for (int k = 0; k < SLOTS; k++)
+        if (w->s[k].p && w->s[k].dom == 2)
+            blocks++, copied += (w->s[k].size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+    cca_domain_stats before = own_stats(w, tagged), after;
     if (!w->asleep) {
         cca_status st = cca_domain_sleep(w->a, w->own, 0, &r);
         if (!run.expandable) {
@@ -440,28 +448,49 @@ static void step_sleep(worker *w, const char *tagged) {
         }
         answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_NOT_READY), tagged,
                "cca_domain_sleep");
-        w->asleep = own_stats(w, tagged).asleep;
+        after = own_stats(w, tagged);
+        w->asleep = after.asleep;
         CHECK(w->asleep == (st == CCA_OK) || (w->asleep && st == CCA_ERR_UPSTREAM),
               "%s: thread %d: cca_domain_sleep answered %s and left the domain %s", run.name, w->id,
               cca_status_string(st), w->asleep ? "asleep" : "awake");
-        if (!w->asleep || ccai_rng_below(&w->rng, 2))
-            return; /* asleep: the other steps meet it so (allocs refused, frees allowed) */
+        w->recorded = blocks;
+        CHECK(w->asleep
+                  ? after.host_bytes >= copied && (st != CCA_OK || (r.bytes_copied == copied && r.blocks == blocks))
+                  : after.host_bytes == 0,
+              "%s: thread %d: cca_domain_sleep (%s): %zu host bytes, %zu copied, for %zu live bytes", run.name, w->id,
+              cca_status_string(st), after.host_bytes, r.bytes_copied, copied);
     } else if (ccai_rng_below(&w->rng, 3) == 0) { /* asleep already: CCA_OK, or a refused unmap again */
         cca_status st = cca_domain_sleep(w->a, w->own, CCA_SLEEP_DISCARD, &r);
         answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM), tagged, "cca_domain_sleep, asleep");
-        CHECK(own_stats(w, tagged).asleep, "%s: thread %d: a sleep woke the domain", run.name, w->id);
-        CHECK(r.bytes_copied == 0 && r.host_bytes == 0, "%s: thread %d: a sleep of an asleep domain copied %zu bytes",
-              run.name, w->id, r.bytes_copied);
-        return;
+        after = own_stats(w, tagged);
+        CHECK(after.asleep && after.host_bytes == before.host_bytes && r.bytes_copied == 0 && r.host_bytes == 0,
+              "%s: thread %d: a sleep of an asleep domain: asleep %d, %zu host bytes (%zu before), %zu copied",
+              run.name, w->id, after.asleep, after.host_bytes, before.host_bytes, r.bytes_copied);
+    } else {
+        cca_status st = cca_domain_wake(w->a, w->own, &r);
+        answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_OUT_OF_MEMORY), tagged, "cca_domain_wake");
+        after = own_stats(w, tagged);
+        w->asleep = after.asleep;
+        CHECK(w->asleep == (st != CCA_OK), "%s: thread %d: cca_domain_wake answered %s and left the domain %s",
+              run.name, w->id, cca_status_string(st), w->asleep ? "asleep" : "awake");
+        CHECK(st == CCA_OK ? after.host_bytes == 0 && r.bytes_copied == copied && r.blocks == w->recorded
+                           : after.host_bytes == before.host_bytes,
+              "%s: thread %d: cca_domain_wake (%s): %zu host bytes (%zu before), %zu bytes copied back of %zu, %zu "
+              "blocks woken of %zu recorded",
+              run.name, w->id, cca_status_string(st), after.host_bytes, before.host_bytes, r.bytes_copied, copied,
+              r.blocks, w->recorded);
+        for (int k = 0; k < SLOTS && !w->asleep; k++)
+            if (w->s[k].p && w->s[k].dom == 2)
+                check_bytes(w, &w->s[k], "after sleep and wake");
     }
-    cca_status st = cca_domain_wake(w->a, w->own, &r);
-    answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_OUT_OF_MEMORY), tagged, "cca_domain_wake");
-    w->asleep = own_stats(w, tagged).asleep;
-    CHECK(w->asleep == (st != CCA_OK), "%s: thread %d: cca_domain_wake answered %s and left the domain %s", run.name,
-          w->id, cca_status_string(st), w->asleep ? "asleep" : "awake");
-    for (int k = 0; k < SLOTS && !w->asleep; k++)
-        if (w->s[k].p && w->s[k].dom == 2)
-            check_bytes(w, &w->s[k], "after sleep and wake");
+    /* whatever the answer, the domain's live blocks are what they were (its
+     * pending frees may have completed) */
+    CHECK(after.requested_bytes == before.requested_bytes && after.allocated_bytes <= before.allocated_bytes &&
+              after.active_blocks <= before.active_blocks,
+          "%s: thread %d: sleep or wake changed the domain's blocks: %zu requested, %zu allocated in %zu; was %zu, %zu "
+          "in %zu",
+          run.name, w->id, after.requested_bytes, after.allocated_bytes, after.active_blocks, before.requested_bytes,
+          before.allocated_bytes, before.active_blocks);
 }
 
 /* A request into slot k: its answer as the domain's state allows. */

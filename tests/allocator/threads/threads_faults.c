@@ -32,9 +32,12 @@
  *   (then a new one, with an arena: cca_domain_reserve; a released one
  *   may reserve again), cca_domain_sleep and cca_domain_wake of it (and
  *   sleep again while asleep: what a refused unmap left goes).
- *   Runs: classic, expandable (whole maps and pages), greedy-expandable,
- *   hold_peak, on a 1 GiB device and on small ones (where OOMs and the
- *   retry race the faults), and two tenants of one small device.
+ *   Runs: classic, expandable (whole maps and pages), greedy (classic and
+ *   expandable), hold_peak, on a 1 GiB device and on small ones (where
+ *   OOMs and the retry race the faults), and two tenants of one small
+ *   device. cca_alloc's answers: a block, or CCA_ERR_OUT_OF_MEMORY (this
+ *   device refuses no alloc or map otherwise), or CCA_ERR_ASLEEP in the
+ *   thread's own domain while asleep.
  * - Each call's answer: one of the statuses its contract allows under
  *   these refusals (ccalloc.h; a free consumes its pointer whatever it
  *   returns); a success leaves the thread's own message; a failure sets a
@@ -56,7 +59,10 @@
  *   device's.
  * - After the threads, faults off: everything freed, woken and destroyed,
  *   the kept chunks freed: the device holds nothing, device nor host. One
- *   OOM log line per OOM returned.
+ *   OOM log line per OOM returned; every line (OOMs, refused host_frees
+ *   and event queries) reaches the sink with no lock held: the sink's
+ *   cca_get_stats of each allocator is not refused and leaves the
+ *   thread's message.
  *
  * `threads_faults [--seed N] [--permille P]`: the runs' seeds start from N
  * (default SEED), each call fails with probability P / 1000 (default
@@ -266,16 +272,6 @@ static cca_upstream *fx_create(size_t capacity, int backing) {
     return u;
 }
 
-/* ---- the log sink: one line per OOM ---------------------------------------------------------- */
-
-static atomic_ulong oom_lines;
-
-static void sink_line(void *user, const char *line) {
-    (void)user;
-    if (strncmp(line, "out of memory: ", 15) == 0)
-        atomic_fetch_add(&oom_lines, 1);
-}
-
 /* ---- the threads ----------------------------------------------------------------------------- */
 
 typedef struct worker {
@@ -302,6 +298,28 @@ static struct {
     worker w[THREADS];
     const char *name;
 } run;
+
+/* ---- the log sink: one line per OOM ---------------------------------------------------------- */
+
+static atomic_ulong oom_lines;
+static atomic_bool sink_calls; /* while the threads run: the sink calls into the allocators */
+
+/* A line reaches the sink with no ccalloc lock held, and the sink may call
+ * the library (ccalloc.h, cca_set_log_callback): a call back into each
+ * allocator succeeds, and leaves the thread's message as it was. */
+static void sink_line(void *user, const char *line) {
+    (void)user;
+    if (strncmp(line, "out of memory: ", 15) == 0)
+        atomic_fetch_add(&oom_lines, 1);
+    for (int n = 0; atomic_load(&sink_calls) && n < run.tenants; n++) {
+        char before[512];
+        snprintf(before, sizeof before, "%s", cca_last_error());
+        cca_stats st;
+        cca_get_stats(run.a[n], &st); /* refused (zeros, a message) if a lock were held */
+        CHECK(strcmp(cca_last_error(), before) == 0, "%s: the sink's call into allocator %d: '%s' (the line: %s)",
+              run.name, n, cca_last_error(), line);
+    }
+}
 
 /* Under TSan every byte sleep and wake copy is checked: small own blocks. */
 #if defined(__SANITIZE_THREAD__)
@@ -500,7 +518,7 @@ static void step_alloc(worker *w, slot *s, int k, const char *tagged) {
     cca_status st = ta_alloc(&w->rng, w->a, (cca_domain *const[3]){NULL, w->common, w->own}, OWN_BLOCK_MAX, &got, &p);
     got.p = p;
     bool asleep = got.dom == 2 && w->asleep;
-    unsigned allowed = asleep ? ST(CCA_ERR_ASLEEP) : ST(CCA_OK) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_UPSTREAM);
+    unsigned allowed = asleep ? ST(CCA_ERR_ASLEEP) : ST(CCA_OK) | ST(CCA_ERR_OUT_OF_MEMORY);
     if (!answer(w, st, allowed, tagged, asleep ? "cca_alloc_in an asleep domain" : "cca_alloc"))
         return;
     CHECK((st == CCA_OK) == (got.p != NULL), "%s: thread %d: %s with pointer %p", run.name, w->id,
@@ -673,6 +691,7 @@ static void run_one(const char *name, const char *conf, size_t capacity, int bac
         return; /* setup failed */
     atomic_store(&fx.on, true);
     pthread_barrier_init(&run.meet, NULL, THREADS);
+    atomic_store(&sink_calls, true);
     pthread_t th[THREADS];
     for (int t = 0; t < THREADS; t++) { /* thread t uses allocator t % tenants */
         worker *w = &run.w[t];
@@ -683,6 +702,7 @@ static void run_one(const char *name, const char *conf, size_t capacity, int bac
     for (int t = 0; t < THREADS; t++)
         pthread_join(th[t], NULL);
     pthread_barrier_destroy(&run.meet);
+    atomic_store(&sink_calls, false);
     atomic_store(&fx.on, false);
     uint64_t allocs = 0, ooms = 0, counted_ooms = 0, injected = 0;
     for (int t = 0; t < THREADS; t++)
@@ -755,6 +775,7 @@ int main(int argc, char **argv) {
         {"expandable, small device", "expandable:1", 48 * MIB, CCA_VM_WHOLE_MAPS, 1},
         {"expandable over pages, small device", "expandable:1", 48 * MIB, CCA_VM_PAGES, 1},
         {"expandable, hold_peak, small device", "expandable:1,hold_peak:1", 48 * MIB, CCA_VM_WHOLE_MAPS, 1},
+        {"greedy, small device", "policy:greedy,greedy_bytes:40M,expandable:0", 48 * MIB, CCA_VM_WHOLE_MAPS, 1},
         {"greedy-expandable, small device", "policy:greedy,greedy_bytes:40M,expandable:1", 48 * MIB, CCA_VM_WHOLE_MAPS,
          1},
         {"expandable, two tenants of a small device", "expandable:1", 64 * MIB, CCA_VM_PAGES, 2},

@@ -282,6 +282,11 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
                            d->name);
     if (rounded <= SIZE_MAX / 2) /* in the kind's unit: an arena over pages is whole pages */
         rounded = a->kind->whole(a, rounded);
+    /* the ceiling's mem_info (asked once) or the first try may fail and the
+     * call succeed: a call that succeeds leaves the caller's message as it
+     * was (ccalloc.h) */
+    char saved[CCAI_ERROR_CAP];
+    ccai_error_save(saved);
     if (st == CCA_OK && rounded > ccai_request_ceiling(a))
         st = cca_set_error(CCA_ERR_OUT_OF_MEMORY,
                        "cca_domain_reserve(%s): %zu bytes exceed the device, max_reserved or the address budget "
@@ -289,10 +294,6 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
                        d->name, rounded, ccai_request_ceiling(a));
     if (st == CCA_OK) {
         a->serving = d;
-        /* the first try may fail and the retry succeed: a call that
-         * succeeds leaves the caller's message as it was (ccalloc.h) */
-        char saved[CCAI_ERROR_CAP];
-        ccai_error_save(saved);
         st = reserve_arena(a, rounded);
         if (st == CCA_ERR_OUT_OF_MEMORY) { /* the OOM retry (grow.c): cached memory of every domain goes back first */
             ccai_block *unused;

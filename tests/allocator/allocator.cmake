@@ -31,6 +31,10 @@ cca_add_thread_program(threads_api)
 # Shared allocators with held events, allocators created and destroyed beside them, forks, every writer,
 # whole-block patterns (tests/allocator/threads/tsan_shared.c; also the TSan stage's).
 cca_add_thread_program(tsan_shared)
+# The upstream's refusals (every op, a few percent, seeded) while eight threads allocate, free, trim and
+# sleep, wake and release domains; stats and the device checked exactly at barriers
+# (tests/allocator/threads/threads_faults.c; also the TSan stage's).
+cca_add_thread_program(threads_faults)
 if(TARGET ccbench)
   set_tests_properties(threads_api PROPERTIES FIXTURES_SETUP threads_api_trace)
   add_test(NAME threads_api_trace_reads COMMAND ccbench info ${CMAKE_CURRENT_BINARY_DIR}/threads_api_trace.csv)

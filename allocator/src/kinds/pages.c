@@ -902,12 +902,17 @@ static size_t pages_shortfall(const cca_allocator *a, size_t rounded, ccai_pool_
 }
 
 /* The greedy arena in whole pages: up, unless that passes max_reserved or
- * the device's free memory (when it says); then down. */
+ * the device's free memory (when it says: a refused mem_info is no
+ * failure, its message goes); then down. */
 static cca_status pages_fit_arena(cca_allocator *a, size_t *size) {
     size_t want = *size;
     if (want % a->page) {
         size_t free_b = 0, total_b = 0, limit = a->config.max_reserved ? a->config.max_reserved : SIZE_MAX;
-        if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) == CCA_OK && free_b < limit)
+        char saved[CCAI_ERROR_CAP];
+        ccai_error_save(saved);
+        if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) != CCA_OK)
+            ccai_error_restore(saved);
+        else if (free_b < limit)
             limit = free_b;
         size_t down = want / a->page * a->page;
         want = limit >= a->page && down <= limit - a->page ? down + a->page : down;

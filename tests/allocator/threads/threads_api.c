@@ -79,6 +79,7 @@
 
 #define THREAD_CHECK_NAME "threads_api"
 #include "thread_check.h"
+#include "thread_audit.h" /* slot, the barrier's sums and checks */
 
 /* ---- the log sink -------------------------------------------------------------------------- */
 
@@ -119,12 +120,6 @@ static unsigned long oom_lines_logged(void) {
 
 /* ---- part 1: one allocator, every call ----------------------------------------------------- */
 
-typedef struct slot {
-    unsigned char *p;
-    size_t size, held;
-    int dom; /* 0 default, 1 common, 2 own */
-} slot;
-
 typedef struct worker {
     int id;
     cca_allocator *a;   /* the run's allocator this thread uses */
@@ -154,7 +149,7 @@ static uint64_t trace_allocs, trace_frees, trace_marks; /* what a recording must
 static size_t draw_size(ccai_rng *r, size_t capacity) {
     uint64_t k = ccai_rng_below(r, 100);
     if (k < 70)
-        return 1 + (size_t)ccai_rng_below(r, 256 * 1024);
+        return 2 + (size_t)ccai_rng_below(r, 256 * 1024); /* two bytes at least: ta_mark */
     if (k < 90)
         return MIB + (size_t)ccai_rng_below(r, 7 * MIB);
     size_t big = capacity < 256 * MIB ? 12 * MIB : 20 * MIB;
@@ -201,7 +196,7 @@ static void expect_fail(worker *w, cca_status st, cca_status want, const char *t
 }
 
 static void free_slot(worker *w, slot *s, const char *tagged) {
-    if (s->p[0] != (unsigned char)w->id || s->p[s->size - 1] != (unsigned char)(s - w->s))
+    if (!ta_marked(s, w->id, (int)(s - w->s)))
         fail("%s: thread %d: block %p was overwritten", run.name, w->id, (void *)s->p);
     expect_ok(w, cca_free(w->a, s->p), tagged, "cca_free");
     w->frees++;
@@ -271,19 +266,16 @@ static void step_sleep(worker *w, bool expandable, const char *tagged) {
     expect_ok(w, st, tagged, "cca_domain_wake");
     for (int k = 0; k < SLOTS; k++)
         if (w->s[k].p && w->s[k].dom == 2)
-            CHECK(w->s[k].p[0] == (unsigned char)w->id && w->s[k].p[w->s[k].size - 1] == (unsigned char)k,
-                  "%s: thread %d: block %p lost its bytes in sleep and wake", run.name, w->id, (void *)w->s[k].p);
+            CHECK(ta_marked(&w->s[k], w->id, k), "%s: thread %d: block %p lost its bytes in sleep and wake", run.name,
+                  w->id, (void *)w->s[k].p);
 }
 
 static void step_alloc(worker *w, slot *s, int k, const char *tagged) {
-    size_t size = draw_size(&w->rng, run.capacity);
-    cca_stream stream = (cca_stream)(uintptr_t)ccai_rng_below(&w->rng, 4);
-    int dom = w->common ? (int)ccai_rng_below(&w->rng, 3) : 0;
-    if (dom == 2 && size > OWN_BLOCK_MAX)
-        size = OWN_BLOCK_MAX - size % MIB;
-    void *p = NULL;
-    cca_status st = dom == 0 && ccai_rng_below(&w->rng, 2) ? cca_alloc(w->a, size, stream, &p)
-                                                           : cca_alloc_in(w->a, domain_of(w, dom), size, stream, &p);
+    slot drawn = {.size = draw_size(&w->rng, run.capacity)};
+    void *p;
+    cca_status st = ta_alloc(&w->rng, w->a, (cca_domain *const[3]){NULL, w->common, w->own}, OWN_BLOCK_MAX, &drawn, &p);
+    int dom = drawn.dom;
+    size_t size = drawn.size;
     if (st == CCA_ERR_OUT_OF_MEMORY) {
         w->ooms++;
         CHECK(p == NULL, "%s: an OOM with a pointer", run.name);
@@ -300,8 +292,7 @@ static void step_alloc(worker *w, slot *s, int k, const char *tagged) {
     s->dom = dom;
     expect_ok(w, cca_block_size(w->a, p, &s->held), tagged, "cca_block_size");
     CHECK(s->held >= round512(size), "%s: a block of %zu for %zu bytes", run.name, s->held, size);
-    s->p[0] = (unsigned char)w->id;
-    s->p[size - 1] = (unsigned char)k;
+    ta_mark(s, w->id, k);
 }
 
 static void step(worker *w, int i) {
@@ -387,68 +378,21 @@ static void step(worker *w, int i) {
 /* With every thread stopped at the barrier: the exact accounts of allocator
  * n (its threads: t % tenants == n). Returns its stats. */
 static cca_stats audit_tenant(int n, int round) {
-    cca_allocator *a = run.a[n];
-    /* pending frees (blocks used on stream 7) complete: a trim that keeps everything */
-    if (cca_trim(a, SIZE_MAX, NULL) != CCA_OK)
-        fail("%s: round %d: trim: %s", run.name, round, cca_last_error());
-    cca_stats st;
-    cca_get_stats(a, &st);
-    size_t held = 0, req = 0, live = 0, common_req = 0;
-    uint64_t allocs = 0, frees = 0, ooms = 0;
-    for (int t = n; t < THREADS; t += run.tenants) {
-        worker *w = &run.w[t];
-        allocs += w->allocs, frees += w->frees, ooms += w->ooms;
-        for (int k = 0; k < SLOTS; k++) {
-            if (!w->s[k].p)
-                continue;
-            held += w->s[k].held, req += w->s[k].size, live++;
-            common_req += w->s[k].dom == 1 ? w->s[k].size : 0;
-        }
-    }
-    CHECK(st.allocated_bytes == held && st.requested_bytes == req && st.active_blocks == live && st.pending_blocks == 0,
-          "%s: round %d: allocated %zu requested %zu active %zu pending %zu; the threads hold %zu / %zu in %zu blocks",
-          run.name, round, st.allocated_bytes, st.requested_bytes, st.active_blocks, st.pending_blocks, held, req,
-          live);
-    CHECK(st.alloc_calls == allocs && st.free_calls == frees && st.ooms == ooms,
-          "%s: round %d: %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " ooms counted; the threads made %" PRIu64
-          ", %" PRIu64 ", %" PRIu64,
-          run.name, round, st.alloc_calls, st.free_calls, st.ooms, allocs, frees, ooms);
-    CHECK(cca_check_invariants(a) == CCA_OK, "%s: round %d: %s", run.name, round, cca_last_error());
-    if (run.common[n]) {
-        cca_domain_stats ds;
-        size_t dom_allocated = 0;
-        cca_get_domain_stats(a, NULL, &ds);
-        dom_allocated += ds.allocated_bytes;
-        cca_get_domain_stats(a, run.common[n], &ds);
-        dom_allocated += ds.allocated_bytes;
-        CHECK(ds.requested_bytes == common_req, "%s: round %d: the common domain holds %zu requested, not %zu",
-              run.name, round, ds.requested_bytes, common_req);
-        for (int t = n; t < THREADS; t += run.tenants) {
-            cca_get_domain_stats(a, run.w[t].own, &ds);
-            dom_allocated += ds.allocated_bytes;
-        }
-        CHECK(dom_allocated == st.allocated_bytes, "%s: round %d: the domains hold %zu allocated bytes, not %zu",
-              run.name, round, dom_allocated, st.allocated_bytes);
-    }
+    cca_stats st; /* pending frees (blocks used on stream 7) complete: ta_check_stats trims */
+    TA_AUDIT(st, run.name, round, run.a[n], run.common[n], run.w, n, run.tenants);
     return st;
 }
 
 /* Every allocator's accounts, then the device's: what they reserve together. */
 static void audit(int round) {
-    size_t reserved = 0, mapped = 0, space = 0, classic = 0;
+    ta_held h = {0};
     for (int n = 0; n < run.tenants; n++) {
         cca_stats st = audit_tenant(n, round);
-        reserved += st.reserved_bytes, mapped += st.mapped_bytes, space += st.address_space_bytes;
-        classic += st.segments - st.expandable_segments;
+        ta_hold(&h, &st);
     }
     cca_upstream_stats us;
     cca_upstream_get_stats(run.u, &us);
-    CHECK(us.bytes_in_use == reserved && us.vm_mapped_bytes == mapped && us.vm_reserved_bytes == space &&
-              us.allocations == classic,
-          "%s: round %d: the device holds %zu bytes (%zu mapped, %zu address space, %zu allocations); the "
-          "allocators %zu (%zu, %zu, %zu classic segments)",
-          run.name, round, us.bytes_in_use, us.vm_mapped_bytes, us.vm_reserved_bytes, us.allocations, reserved, mapped,
-          space, classic);
+    ta_check_device(run.name, round, &us, &h);
 }
 
 static void *worker_main(void *arg) {
@@ -460,11 +404,7 @@ static void *worker_main(void *arg) {
         own_domain_create(w, tagged);
     for (int i = 0; i < STEPS; i++) {
         step(w, i);
-        if (i % ROUND == ROUND - 1) {
-            if (pthread_barrier_wait(&run.meet) == PTHREAD_BARRIER_SERIAL_THREAD)
-                audit(i / ROUND);
-            pthread_barrier_wait(&run.meet);
-        }
+        ta_meet(&run.meet, i, ROUND, audit);
     }
     tag(w, STEPS, tagged, sizeof tagged);
     for (int k = 0; k < SLOTS; k++)

@@ -704,7 +704,8 @@ Test(expandable, every_page_release_of_a_huge_range_is_word_by_word) {
 }
 
 /* A greedy arena over pages is whole pages: its size rounded up, unless
- * that passes max_reserved or the device's free memory; then down. */
+ * that passes max_reserved or the device's free memory; then down. A
+ * device that does not say its free memory: up. */
 Test(expandable, greedy_arena_rounds_down_to_whole_pages) {
     struct {
         size_t capacity;
@@ -744,4 +745,17 @@ Test(expandable, greedy_arena_rounds_down_to_whole_pages) {
     cr_assert_not_null(strstr(cca_last_error(), "page"), "%s", cca_last_error());
     cr_assert_eq(tu_upstream_stats(u).bytes_in_use, 0);
     cca_upstream_destroy(u);
+    /* the device's free memory unknown (mem_info refused): up, the device
+     * decides; the creation succeeds and leaves the caller's message */
+    tu_faulty f;
+    u = fx_create(&f, 256 * MiB, false);
+    f.fail_mem_info = true;
+    cca_config_default(&c);
+    cr_assert_eq(cca_config_parse(&c, "policy:greedy,greedy_bytes:7169K,expandable:1"), CCA_OK); /* 7M + 1K */
+    cca_set_error(CCA_OK, "the caller's");
+    cr_assert_eq(cca_create(&c, u, &a), CCA_OK, "%s", cca_last_error());
+    cr_assert_str_eq(cca_last_error(), "the caller's");
+    cr_assert_eq(tu_stats(a).reserved_bytes, 7 * MiB + PG);
+    f.fail_mem_info = false;
+    fx_finish(a, u, &f);
 }

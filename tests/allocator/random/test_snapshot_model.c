@@ -1198,7 +1198,13 @@ CONFIG_TEST(14, one_pool_max_split)
 /* ============================================================================ */
 
 /* A stream that takes `room` bytes into `got` and refuses the rest (a full
- * disk at that offset): the write that crosses it is short, later ones fail. */
+ * disk at that offset): the write that crosses it is short, later ones fail.
+ * A refused write returns 0, never -1: fopencookie(3) says a write function
+ * must not return a negative value, and glibc's fwrite, given -1 by a write
+ * straight from the caller's buffer (an unbuffered stream, or one larger
+ * than the stream's buffer), counts it as SIZE_MAX bytes written and copies
+ * from past the end of the caller's buffer (valgrind: invalid reads in
+ * _IO_default_xsputn behind the writers' fwrite of their whole text). */
 typedef struct cut_sink {
     char *got;
     size_t len, room;
@@ -1209,10 +1215,8 @@ static ssize_t cut_write(void *cookie, const char *buf, size_t n) {
     size_t take = c->room - c->len < n ? c->room - c->len : n;
     memcpy(c->got + c->len, buf, take);
     c->len += take;
-    if (take == 0) {
+    if (take == 0)
         errno = ENOSPC;
-        return -1;
-    }
     return (ssize_t)take;
 }
 

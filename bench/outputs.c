@@ -242,7 +242,7 @@ static ssize_t stdout_write(void *cookie, const char *buf, size_t n) {
     size_t done = ccai_write_all(STDOUT_FILENO, buf, n);
     if (done < n && !stdout_errno)
         stdout_errno = errno;
-    return done ? (ssize_t)done : -1;
+    return (ssize_t)done; /* 0 when none, never -1: fopencookie(3), as trace.c's */
 }
 
 static int stdout_close(void *cookie) {

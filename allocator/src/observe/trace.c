@@ -190,10 +190,11 @@ __attribute__((format(printf, 2, 3))) static void put_line(ccai_trace *t, const 
 /* The stream's writes: stdio's own give up at the first EINTR (a signal
  * handler without SA_RESTART while a pipe is full) and drop the buffer;
  * ccai_write_all writes it again from where it stopped. A short count is
- * a failure to stdio (ferror): commit's. */
+ * a failure to stdio (ferror): commit's. The bytes written, 0 when none,
+ * never -1 (fopencookie(3): glibc adds a write's count to what fwrite
+ * says it wrote, and a -1 there is SIZE_MAX bytes). */
 static ssize_t trace_write(void *cookie, const char *buf, size_t n) {
-    size_t done = ccai_write_all((int)(intptr_t)cookie, buf, n);
-    return done ? (ssize_t)done : -1;
+    return (ssize_t)ccai_write_all((int)(intptr_t)cookie, buf, n);
 }
 
 static int trace_close(void *cookie) {

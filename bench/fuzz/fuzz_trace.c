@@ -3,10 +3,10 @@
  *
  * Each input is a whole trace file, plain CSV or gzip'd CSV (the reader
  * decides by gzip's magic bytes, as for a real file): written to one scratch file
- * and loaded with ccb_trace_load_capped under a cap of 8 MiB, so that huge
- * counts, many ids and gzip bombs reach the budget (budget.c) quickly. A load
- * that fails must leave the trace empty and name a reason. Whatever it
- * accepts must
+ * (/tmp/ccb_fuzz_trace.PID.csv, and .csv.gz for the differential below;
+ * both removed after each input, so a run leaves none behind) and loaded with ccb_trace_load_capped under a cap of 8
+ * MiB, so that huge counts, many ids and gzip bombs reach the budget (budget.c) quickly. A load that fails must leave
+ * the trace empty and name a reason. Whatever it accepts must
  *
  *   1. round-trip: ccb_trace_write, then ccb_trace_read of that text, gives
  *      the same trace event for event (ops, slots, sizes, streams, domains),
@@ -295,5 +295,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!(size >= 2 && data[0] == 0x1f && data[1] == 0x8b))
         differential(data, size, gz_path, rc, err);
     free(program);
+    unlink(path);
+    unlink(gz_path);
     return 0;
 }

@@ -566,10 +566,12 @@ static void md_speedup(FILE *md, const char *what, double median, const char *th
         fprintf(md, "%s: %.3f ms (median), below ccrun's resolution of 0.001 ms: no speed-up figure. ", what, median);
 }
 
-static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const mode_summary *b, const mode_summary *c,
-                     const mode_summary *c1) {
+/* 0, or -1 when its first line, the options as given, could not be
+ * formatted (ccb_fprintf_row: over 1 KiB without host memory). */
+static int write_md(FILE *md, const switch_run *w, const mode_summary *a, const mode_summary *b, const mode_summary *c,
+                    const mode_summary *c1) {
     const switch_options *so = w->so;
-    ccai_fprintf_escaped(
+    int bad = ccb_fprintf_row(
         md, "Model switching on %s (%s), %zu models x %d rounds, ccrun --device %s --iters %s --batch %s%s%s\n\n",
         w->devname,
         w->simulated ? "SIMULATED device: no CUDA context to create, figures are not GPU figures" : "real GPU", so->nm,
@@ -600,6 +602,7 @@ static void write_md(FILE *md, const switch_run *w, const mode_summary *a, const
             " Wall time of the whole sequence: %.1f ms in one process, %.1f ms with a process per model, %.1f ms "
             "with sleep and wake.\n",
             w->inproc_wall, w->proc_wall, w->sleep_wall);
+    return bad;
 }
 
 static void write_csv(FILE *csv, const switch_run *w) {
@@ -633,14 +636,15 @@ static int report(switch_run *w) {
                 a.n, b.n, c.n + c1.n, w->seq_n, w->seq_n - 1);
         rc = 1;
     } else if (!out) {
-        write_md(stdout, w, &a, &b, &c, &c1);
+        rc = ccb_out_formatted(write_md(stdout, w, &a, &b, &c, &c1), NULL, "standard output") != 0;
     } else { /* out: made before anything ran */
         FILE *md = ccb_open_out(out, "switch.md"), *csv = ccb_open_out(out, "switch.csv");
+        int bad = 0;
         if (md && csv) {
-            write_md(md, w, &a, &b, &c, &c1);
+            bad = ccb_out_formatted(write_md(md, w, &a, &b, &c, &c1), out, "switch.md") != 0;
             write_csv(csv, w);
         }
-        int bad = ccb_close_out(md, out, "switch.md") != 0;
+        bad |= ccb_close_out(md, out, "switch.md") != 0;
         bad |= ccb_close_out(csv, out, "switch.csv") != 0;
         if (bad) {
             ccai_fprintf_escaped(stderr, "ccbench switch: cannot write into %s\n", out);

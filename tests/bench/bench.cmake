@@ -56,8 +56,9 @@ if(TARGET ccbench_core)
   # switch's reading of ccrun's documents, in process, with the stand-in ccrun
   get_target_property(ccb_core_defs ccbench_core COMPILE_DEFINITIONS)
   if("${ccb_core_defs}" MATCHES "CCB_HAVE_CJSON")
-    cca_add_test(NAME test_bench_switch SOURCES bench/test_bench_switch.c LIBS ccbench_core PkgConfig::CJSON
-      LABEL cpu)
+    cca_add_test(NAME test_bench_switch SOURCES bench/test_bench_switch.c support/malloc_fault.c
+      LIBS ccbench_core PkgConfig::CJSON LABEL cpu)
+    target_link_options(test_bench_switch PRIVATE ${CCA_MALLOC_FAULT_WRAP})
   endif()
   # hostile traces, files, call sequences and the recorder under threads
   cca_add_test(NAME test_bench_hostile SOURCES bench/test_bench_hostile.c LIBS ccbench_core LABEL cpu)

@@ -186,8 +186,8 @@ typedef struct fz_dev {
     cca_status fault_st;      /* what alloc / vm_reserve / vm_map fail with (others: UPSTREAM) */
     uint64_t fired;          /* faults injected so far */
     uint64_t fired_kind[FK_N];
-    bool meminfo_refused;    /* the allocator may never learn the device's size
-                                (segment.c asks it once) */
+    bool meminfo_refused;    /* the allocator may not know the device's size yet
+                                (segment.c asks until answered): no bound */
     uint64_t mutating_calls; /* alloc, free, sync and vm calls, granted or not */
     bool hold_events;
     uint64_t seq, done[FZ_STREAMS];

@@ -840,14 +840,15 @@ cca_status cca_get_config(const cca_allocator *a, cca_config *c);
  * Cost: cached: one lock, one event query per stream with pending frees,
  * a best fit (a bitmap scan and one small B+-tree search), a hash insert;
  * no upstream call. Otherwise: growth, one upstream alloc (expandable: a
- * mem_info, maybe a vm_reserve, one vm_map per run of missing pages); the
+ * mem_info, maybe a vm_reserve, one vm_map per run of missing pages), and
+ * a mem_info for the device's total while none has answered; the
  * retry, one synchronize when frees are pending (expandable: also with
  * none, unless releasing cannot help; one stream_synchronize per stream
  * that may touch the pages it frees, cca_trim's rule), a free or unmap per
  * released segment or run, and up to two more takes (expandable with
  * frees pending: three, the look for a block once they complete being one);
  * greedy, no upstream alloc but the arena's again after cca_empty_cache,
- * the device total's mem_info once, a synchronize when a full arena has
+ * the device total's mem_info until one answers, a synchronize when a full arena has
  * frees pending (expandable: a vm_map for trimmed pages). */
 cca_status cca_alloc(cca_allocator *a, size_t size, cca_stream s, void **out);
 
@@ -1194,8 +1195,8 @@ cca_status cca_domain_destroy(cca_allocator *a, cca_domain *d, unsigned flags, c
  *    released, no second reservation; the message names it);
  *  - any other upstream status (CCA_ERR_UPSTREAM, ...): at once, no retry.
  * Cost: one upstream alloc (expandable: a mem_info, a vm_reserve and one
- * vm_map per map), and a mem_info for the device's total the first time
- * the allocator needs its ceiling; the retry adds a synchronize, the
+ * vm_map per map), and a mem_info for the device's total while none has
+ * answered (a refused one is asked again next time); the retry adds a synchronize, the
  * releases and one more reservation. */
 cca_status cca_domain_reserve(cca_allocator *a, cca_domain *d, size_t bytes);
 

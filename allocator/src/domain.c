@@ -282,9 +282,9 @@ cca_status cca_domain_reserve(cca_allocator *a, cca_domain *h, size_t bytes) {
                            d->name);
     if (rounded <= SIZE_MAX / 2) /* in the kind's unit: an arena over pages is whole pages */
         rounded = a->kind->whole(a, rounded);
-    /* the ceiling's mem_info (asked once) or the first try may fail and the
-     * call succeed: a call that succeeds leaves the caller's message as it
-     * was (ccalloc.h) */
+    /* the ceiling's mem_info (asked until answered) or the first try may
+     * fail and the call succeed: a call that succeeds leaves the caller's
+     * message as it was (ccalloc.h) */
     char saved[CCAI_ERROR_CAP];
     ccai_error_save(saved);
     if (st == CCA_OK && rounded > ccai_request_ceiling(a))

@@ -95,7 +95,7 @@ struct cca_allocator {
     struct { size_t least, cap, map_pages; } rule; /* pages' growth rule, with config.expandable_ahead (kinds/pages.c) */
     uint64_t release_frees;  /* upstream frees made by ccai_release (the hold's count) */
     size_t max_request;      /* larger: their rounding would overflow */
-    size_t device_total;     /* 0 = unknown; asked once (segment.c) */
+    size_t device_total;     /* 0 = unknown; asked until answered (segment.c) */
     bool device_total_known;
     ccai_segment *segments;  /* list head */
     struct cca_domain root;  /* the default domain, head of the domain list */

@@ -14,9 +14,10 @@
  *     large    >= large_min          request rounded to segment_round (2M)
  *
  *   A least segment over the ceiling shrinks to it, never below the request.
- * - The ceiling: min(device total, max_reserved), the total asked once
- *   (mem_info); a request's also at most the kind's max_range. A request
- *   above it can never succeed (5a).
+ * - The ceiling: min(device total, max_reserved), the total kept once
+ *   mem_info answers (a refusal: asked again at the next call that needs
+ *   it; an upstream without mem_info: never asked); a request's also at
+ *   most the kind's max_range. A request above it can never succeed (5a).
  * - The cap (ccai_cap_room): max_reserved, or the lower of it and the
  *   reserved peak while a request is held.
  * - Cost: O(1) each (plus the kind's upstream call); ccai_segment_live
@@ -29,7 +30,7 @@
 
 /* ---- sizes -------------------------------------------------------------- */
 
-/* The ceiling as known now (the device total once asked). */
+/* The ceiling as known now (the device total once answered). */
 static size_t known_ceiling(const cca_allocator *a) {
     size_t ceiling = a->device_total ? a->device_total : SIZE_MAX;
     if (a->config.max_reserved && a->config.max_reserved < ceiling)
@@ -57,11 +58,11 @@ void ccai_segment_sizes(const cca_allocator *a, size_t rounded, ccai_pool_kind p
 }
 
 size_t ccai_segment_ceiling(cca_allocator *a) {
-    if (!a->device_total_known) {
+    if (!a->device_total_known) { /* refused: asked again next time; no mem_info op: never */
         size_t free_b = 0, total_b = 0;
-        a->device_total_known = true;
-        if (cca_upstream_mem_info(ccai_upstream_op(a), &free_b, &total_b) == CCA_OK)
-            a->device_total = total_b;
+        cca_upstream *u = ccai_upstream_op(a);
+        a->device_total_known = !u->ops.mem_info || cca_upstream_mem_info(u, &free_b, &total_b) == CCA_OK;
+        a->device_total = a->device_total_known && u->ops.mem_info ? total_b : 0;
     }
     return known_ceiling(a);
 }

@@ -912,7 +912,10 @@ Test(cap, expandable_block_whose_map_step_4_met_refused_goes_to_the_retry) {
  * stays, empty, for S2's next request; the message is the refusal's, not
  * mem_info's. 24 MiB on S3 is served by one range and one map; so is, in
  * the scene of several runs on a 20 MiB device, 16 MiB over two runs
- * (exactly what is free): one map per run. */
+ * (exactly what is free): one map per run. A mem_info that fails is
+ * asked by every step that needs an answer (the device's size at step 5a,
+ * and for a new range's size; its free memory): three calls for a new
+ * range, two for a block mapped again; none without the op. */
 Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
     for (int bare = 0; bare < 2; bare++) {
         rig r;
@@ -923,7 +926,7 @@ Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
         expect_oom_in(r.a, NULL, 30 * MiB, S2, "30 MiB with 24 MiB free, mem_info unknown");
         const char *m = cca_last_error();
         cr_assert(!strstr(m, "mem_info") && !strstr(m, "memory info"), "the message is mem_info's: '%s'", m);
-        expect_calls(&r, was, 1, 1, 0, !bare, "a refusal the upstream decided");
+        expect_calls(&r, was, 1, 1, 0, bare ? 0 : 3, "a refusal the upstream decided");
         cca_stats s = tu_stats(r.a);
         cr_assert_eq(s.ooms, before.ooms + 1);
         cr_assert_eq(s.expandable_segments, before.expandable_segments + 1, "S2's range stays, empty");
@@ -932,7 +935,7 @@ Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
         rig_agree(&r, "a refusal the upstream decided");
         was = rig_count(&r);
         void *q = tu_alloc(r.a, 24 * MiB, S3);
-        expect_calls(&r, was, 1, 1, 0, !bare, "24 MiB, exactly what is free");
+        expect_calls(&r, was, 1, 1, 0, bare ? 0 : 3, "24 MiB, exactly what is free");
         cr_assert_eq(tu_stats(r.a).reserved_bytes, 64 * MiB);
         rig_agree(&r, "24 MiB on S3");
         tu_free(r.a, q);
@@ -945,10 +948,49 @@ Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
         was = rig_count(&r);
         q = tu_alloc(r.a, 16 * MiB, NULL);
         cr_assert_eq(q, A + 2 * MiB);
-        expect_calls(&r, was, 0, 2, 0, !bare, "16 MiB over two runs, exactly what is free");
+        expect_calls(&r, was, 0, 2, 0, bare ? 0 : 2, "16 MiB over two runs, exactly what is free");
         rig_agree(&r, "16 MiB over two runs");
         runs_finish(&r, q, A, X);
     }
+}
+
+/* A refused mem_info leaves the device's size unknown until the next
+ * request that needs memory asks again (not for the allocator's life): a
+ * device that refused once, at the first growth, answers at the second
+ * (another stream's), and a request over the device is then refused at
+ * once, "can never succeed": nothing released, synchronized, reserved or
+ * mapped for it, the cache kept, and mem_info not asked again. With the
+ * size never learnt, that request went to the upstream, whose refusal
+ * sent it to the retry, which gave the whole cache back for nothing. */
+TEST_BOTH(a_refused_mem_info_is_asked_again_at_the_next_growth) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device(64 * MiB, PG);
+    cca_upstream *u = tu_faulty_create(&f, inner, "fx", true);
+    f.fail_mem_info = true;
+    cca_allocator *a = tu_allocator(u, pages ? "expandable:1,log_oom:0" : "expandable:0,log_oom:0");
+    void *p = tu_alloc(a, 1 * MiB, S1);
+    uint64_t refused = f.mem_info_calls;
+    cr_assert_geq(refused, 1, "the first growth asked the device's size");
+    f.fail_mem_info = false;
+    void *q = tu_alloc(a, 1 * MiB, S2);
+    cr_assert_gt(f.mem_info_calls, refused, "the second growth did not ask again");
+    tu_free(a, p);
+    tu_free(a, q);
+    cca_stats before = tu_stats(a);
+    cr_assert_gt(before.reserved_bytes, 0);
+    uint64_t asked = f.mem_info_calls, syncs = f.calls[TU_FAULT_SYNC];
+    uint64_t asks = f.calls[TU_FAULT_ALLOC] + f.calls[TU_FAULT_RESERVE] + f.calls[TU_FAULT_MAP];
+    uint64_t gives = f.calls[TU_FAULT_FREE] + f.calls[TU_FAULT_UNMAP] + f.calls[TU_FAULT_RELEASE];
+    expect_oom_in(a, NULL, 128 * MiB, S1, "128 MiB on a 64 MiB device");
+    cr_assert(strstr(cca_last_error(), "can never succeed"), "'%s'", cca_last_error());
+    before.ooms++;
+    tu_assert_intact(a, &before, "a request over the device");
+    cr_assert_eq(f.mem_info_calls, asked, "the size, once answered, was asked again");
+    cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs);
+    cr_assert_eq(f.calls[TU_FAULT_ALLOC] + f.calls[TU_FAULT_RESERVE] + f.calls[TU_FAULT_MAP], asks);
+    cr_assert_eq(f.calls[TU_FAULT_FREE] + f.calls[TU_FAULT_UNMAP] + f.calls[TU_FAULT_RELEASE], gives);
+    tu_destroy_clean(a, u);
+    tu_faulty_destroy_clean(u, inner);
 }
 
 /* ---- caps at the edges of a segment and a page -------------------------------- */

@@ -760,6 +760,9 @@ FILE *ccb_open_out(const char *dir, const char *name);
  * be written over it. A pipe or device is not remembered. 0, or -1 when
  * host memory could not hold the note (the caller does not read it). */
 int ccb_note_input(int fd, const char *path);
+/* How many files are noted (inputs read, outputs opened): each file, by
+ * identity, once however often it is read. */
+size_t ccb_noted_files(void);
 /* 1, said on stderr, when CCALLOC_TRACE names a trace this process read
  * (the replays' allocators would empty it); else 0. */
 int ccb_recording_reads(void);

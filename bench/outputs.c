@@ -26,9 +26,10 @@
  *   run (ccb_recording_reads: exit 2). Plots are gnuplot's to open
  *   (report.c): not checked. A note host memory cannot hold fails its
  *   file rather than leave it unguarded: a trace is not read (the load's
- *   error), an output is said and counted as above.
+ *   error), an output is said and counted as above. Each file is noted
+ *   once, however often it is read (ccb_noted_files counts them).
  * - Cost: one stat per output opened, plus a walk of the files noted (a
- *   run notes tens).
+ *   run notes tens), and a walk of them per note.
  */
 #include "ccbench.h"
 
@@ -125,11 +126,17 @@ static input_file *inputs;
 static size_t ninputs, inputs_cap;
 
 /* 0, or -1 when host memory could not hold the note: the file would go
- * unguarded, so its caller fails it (a trace not read, an output failed). */
+ * unguarded, so its caller fails it (a trace not read, an output failed).
+ * A file noted already (by any name) is not noted again: the list grows
+ * with the files, not with the reads (the trace fuzzer reads one file per
+ * input), and the first note, the one taken() finds, stays. O(notes). */
 static int note_file(int fd, const char *path, bool output) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return 0; /* a pipe, a device: nothing there to overwrite */
+    for (size_t i = 0; i < ninputs; i++)
+        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino)
+            return 0;
     if (ninputs == inputs_cap) {
         size_t cap = inputs_cap ? 2 * inputs_cap : 8;
         input_file *grown = realloc(inputs, cap * sizeof *grown);
@@ -143,6 +150,10 @@ static int note_file(int fd, const char *path, bool output) {
 
 int ccb_note_input(int fd, const char *path) {
     return note_file(fd, path, false);
+}
+
+size_t ccb_noted_files(void) {
+    return ninputs;
 }
 
 static bool same_id(const struct stat *a, const struct stat *b) {

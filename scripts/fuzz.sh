@@ -20,8 +20,17 @@
 # the ones under test with libFuzzer coverage too; the allocator at
 # assertion level 2, CCA_DEBUG: its full invariant walk after every public
 # call, so that a replay or a load that corrupts it stops there). Seeds:
-# committed files (fixtures, traces, each target's seeds/), copied into
-# BUILD/fuzz-corpus/TARGET, which keeps what the runs found. Crashes and
+# committed files (fixtures, traces, each target's seeds, below), copied
+# into BUILD/fuzz-corpus/TARGET, which keeps what the runs found. The seeds
+# named by their SHA-1 are inputs of long runs that added coverage, kept by
+# a merge into the committed ones (commit only what adds some):
+#   mkdir NEW && cp SEEDS NEW/ && BUILD/BIN -merge=1 -max_len=MAX_LEN NEW BUILD/fuzz-corpus/TARGET
+# (api and trace, tens of inputs a second: add -use_counters=0, new edges
+# only, so that CI spends seconds on its seeds) and the files NEW gained
+# go into the target's seeds directory (the loader's:
+# runtime/fuzz/seeds_loader; fixtures and traces stay as they are). A CI
+# run of 20-30 s starts from them (docs/engine.md has the coverage they
+# give). Crashes and
 # leaks land in BUILD/fuzz-artifacts/. One target writes to the terminal;
 # targets side by side each write BUILD/fuzz-logs/TARGET.log, and its last
 # lines (the final stats, or the finding) are printed when all have ended.
@@ -44,7 +53,7 @@ target() {
     RSS=2048 TIMEOUT=10
     case $1 in
     loader) BIN=runtime/ccr_fuzz_loader DICT=runtime/fuzz/safetensors.dict MAX_LEN=65536
-        SEEDS="$ROOT/tests/fixtures/*.safetensors $ROOT/tests/fixtures/malformed/*.safetensors" ;;
+        SEEDS="$ROOT/tests/fixtures/*.safetensors $ROOT/tests/fixtures/malformed/*.safetensors $ROOT/runtime/fuzz/seeds_loader/*" ;;
     text) BIN=runtime/ccr_fuzz_text DICT=runtime/fuzz/text.dict MAX_LEN=4096
         SEEDS="$ROOT/runtime/fuzz/seeds/*" ;;
     json) BIN=runtime/ccr_fuzz_json DICT=runtime/fuzz/json.dict MAX_LEN=1024

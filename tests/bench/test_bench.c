@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <ctype.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -840,6 +841,58 @@ Test(bench_report, rows_never_print_nan_or_inf) {
     ccb_result_free(&r[0]);
     ccb_result_free(&r[1]);
     ccb_trace_free(&t);
+}
+
+/* The guard against writing over a trace holds each file once, by identity:
+ * a file read again (the same path, another name for it, a trace loaded
+ * twice) adds no note, so a process that reads one file over and over (the
+ * trace fuzzer, an input at a time) holds one; a second file is a second
+ * note; a noted file, by any of its names, is still not written over. */
+Test(bench_report, a_file_read_again_is_noted_once) {
+    char dir[] = "/tmp/ccb_notesXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char a[64], link_a[64], b[64];
+    snprintf(a, sizeof a, "%s/a.csv", dir);
+    snprintf(link_a, sizeof link_a, "%s/also_a.csv", dir);
+    snprintf(b, sizeof b, "%s/b.csv", dir);
+    FILE *f = fopen(a, "w");
+    cr_assert_not_null(f);
+    fputs("# ccalloc trace v3\nseq,op,id,size,stream,domain,name\n0,alloc,1,512,0,0\n1,free,1,512,0,0\n", f);
+    fclose(f);
+    cr_assert_eq(link(a, link_a), 0);
+    f = fopen(b, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    size_t before = ccb_noted_files();
+    int fd = open(a, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ccb_note_input(fd, a), 0);
+    cr_assert_eq(ccb_noted_files(), before + 1);
+    cr_assert_eq(ccb_note_input(fd, a), 0);
+    close(fd);
+    fd = open(link_a, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ccb_note_input(fd, link_a), 0);
+    close(fd);
+    for (int i = 0; i < 3; i++) {
+        ccb_trace t;
+        char err[256] = "";
+        cr_assert_eq(ccb_trace_load(&t, a, err, sizeof err), 0, "%s", err);
+        ccb_trace_free(&t);
+    }
+    cr_assert_eq(ccb_noted_files(), before + 1, "one file, however often read: %zu notes", ccb_noted_files() - before);
+    fd = open(b, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ccb_note_input(fd, b), 0);
+    close(fd);
+    cr_assert_eq(ccb_noted_files(), before + 2);
+    unsigned failures = ccb_out_failures();
+    cr_assert_null(ccb_open_out(dir, "also_a.csv"), "a noted file is not written over");
+    cr_assert_eq(ccb_out_failures(), failures + 1);
+    unlink(a);
+    unlink(link_a);
+    unlink(b);
+    rmdir(dir);
 }
 
 /* Outputs that cannot be made are said and counted (ccbench then exits 1):

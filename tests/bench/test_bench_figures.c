@@ -28,6 +28,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ccalloc.h"
@@ -609,8 +610,14 @@ Test(figures, replay_and_micro_never_fail_in_silence) {
  * unguarded (the note was dropped in silence and the load went on). */
 Test(figures, a_trace_read_is_guarded_or_not_read) {
     long k = 1;
+    /* every k's trace kept until the sweep ends: one removed at once would
+     * give its identity (inode) to the next k's, noted already, and that
+     * k's load would make fewer allocations (every_loss_is_counted) */
+    char root[] = "/tmp/ccbench_guard_XXXXXX";
+    cr_assert_not_null(mkdtemp(root));
     for (;; k++) {
-        char path[] = "/tmp/ccbench_guard_XXXXXX";
+        char path[64];
+        snprintf(path, sizeof path, "%s/%ld.XXXXXX", root, k);
         write_file(path, "seq,op,id,size,stream\n0,alloc,1,100,0\n1,free,1,100,0\n");
         ccb_trace t;
         char err[256] = "";
@@ -624,10 +631,12 @@ Test(figures, a_trace_read_is_guarded_or_not_read) {
         } else {
             cr_assert(err[0], "k %ld: a failed load says why", k);
         }
-        unlink(path);
         if (!injected)
             break;
     }
+    char rm[300];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", root);
+    cr_assert_eq(system(rm), 0);
     cr_assert_gt(k, 2);
 }
 
@@ -643,9 +652,17 @@ typedef void write_fn(const char *dir, const ccb_trace *t, const ccb_result *r);
 static void every_loss_is_counted(write_fn *write, const char *file, const ccb_trace *t, const ccb_result *r) {
     int lost_seen = 0;
     long k = 1;
+    /* a fresh directory per k (a file written once is not written again),
+     * all kept until the sweep ends: a file removed at once would give its
+     * identity (inode) to the next k's, which the run's notes of the files
+     * it wrote know already (outputs.c), and that k would make fewer
+     * allocations than the others and end the sweep early */
+    char root[] = "/tmp/ccbench_rowsXXXXXX";
+    cr_assert_not_null(mkdtemp(root));
     for (;; k++) {
-        char dir[] = "/tmp/ccbench_rowsXXXXXX"; /* a fresh one: a file written once is not written again */
-        cr_assert_not_null(mkdtemp(dir));
+        char dir[64];
+        snprintf(dir, sizeof dir, "%s/%ld", root, k);
+        cr_assert_eq(mkdir(dir, 0700), 0);
         unsigned before = ccb_out_failures();
         tu_malloc_arm(k, false);
         write(dir, t, r);
@@ -661,12 +678,12 @@ static void every_loss_is_counted(write_fn *write, const char *file, const ccb_t
             lost_seen = 1;
             cr_assert_gt(ccb_out_failures(), before, "k %ld: %s lost a row and no failure was counted", k, file);
         }
-        char rm[300];
-        snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-        cr_assert_eq(system(rm), 0);
         if (!injected)
             break;
     }
+    char rm[300];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", root);
+    cr_assert_eq(system(rm), 0);
     cr_assert(lost_seen, "the sweep never reached a row of %s", file);
 }
 

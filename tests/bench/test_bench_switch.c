@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "capture.h" /* tests/support: standard output and error, kept */
 #include "ccbench.h"
@@ -64,9 +65,17 @@ Test(bench_switch, a_line_host_memory_cannot_format_fails_the_output) {
     setenv("FAKE_CCRUN", "figures", 1);
     for (int to_file = 0; to_file < 2; to_file++) {
         int lost_seen = 0;
+        /* a fresh directory per k (a file written once is not written
+         * again), all kept until the sweep ends: a file removed at once
+         * would give its identity (inode) to the next k's, noted already
+         * (outputs.c), and that k would make fewer allocations and end the
+         * sweep early */
+        char root[] = "/tmp/ccbench_switchXXXXXX";
+        cr_assert_not_null(mkdtemp(root));
         for (long k = 1;; k++) {
-            char dir[] = "/tmp/ccbench_switchXXXXXX"; /* a fresh one: a file written once is not written again */
-            cr_assert_not_null(mkdtemp(dir));
+            char dir[64];
+            snprintf(dir, sizeof dir, "%s/%ld", root, k);
+            cr_assert_eq(mkdir(dir, 0700), 0);
             char *file_argv[] = {"switch", "--iters", iters, "--ccrun", fake, "--out", dir, "a", "b", NULL};
             char *stdout_argv[] = {"switch", "--iters", iters, "--ccrun", fake, "a", "b", NULL};
             unsigned before = ccb_out_failures();
@@ -94,12 +103,12 @@ Test(bench_switch, a_line_host_memory_cannot_format_fails_the_output) {
             }
             free(out);
             free(err);
-            char rm[300];
-            snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-            cr_assert_eq(system(rm), 0);
             if (!injected)
                 break;
         }
+        char rm[300];
+        snprintf(rm, sizeof rm, "rm -rf '%s'", root);
+        cr_assert_eq(system(rm), 0);
         cr_assert(lost_seen, "the sweep never reached the line (%s)", to_file ? "switch.md" : "standard output");
     }
 }

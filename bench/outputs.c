@@ -129,14 +129,17 @@ static size_t ninputs, inputs_cap;
  * unguarded, so its caller fails it (a trace not read, an output failed).
  * A file noted already (by any name) is not noted again: the list grows
  * with the files, not with the reads (the trace fuzzer reads one file per
- * input), and the first note, the one taken() finds, stays. O(notes). */
+ * input); its first note, the one taken() finds, stays, marked a trace
+ * read once one is (ccb_recording_reads). O(notes). */
 static int note_file(int fd, const char *path, bool output) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return 0; /* a pipe, a device: nothing there to overwrite */
     for (size_t i = 0; i < ninputs; i++)
-        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino)
+        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino) {
+            inputs[i].output &= output; /* read once: a trace read from then on */
             return 0;
+        }
     if (ninputs == inputs_cap) {
         size_t cap = inputs_cap ? 2 * inputs_cap : 8;
         input_file *grown = realloc(inputs, cap * sizeof *grown);

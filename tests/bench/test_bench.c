@@ -843,6 +843,30 @@ Test(bench_report, rows_never_print_nan_or_inf) {
     ccb_trace_free(&t);
 }
 
+/* A file this run wrote and then read as a trace is, from the read on, a
+ * trace read, as if noted first as one: a recording (CCALLOC_TRACE) over
+ * it is refused (ccb_recording_reads) as over any trace the run reads. */
+Test(bench_report, a_file_written_then_read_is_a_trace_read) {
+    char dir[] = "/tmp/ccb_notesXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    FILE *f = ccb_open_out(dir, "t.csv");
+    cr_assert_not_null(f);
+    fputs("# ccalloc trace v3\nseq,op,id,size,stream,domain,name\n0,alloc,1,512,0,0\n1,free,1,512,0,0\n", f);
+    ccb_close_out(f, dir, "t.csv");
+    char path[64];
+    snprintf(path, sizeof path, "%s/t.csv", dir);
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load(&t, path, err, sizeof err), 0, "%s", err);
+    ccb_trace_free(&t);
+    setenv("CCALLOC_TRACE", path, 1);
+    int reads = ccb_recording_reads();
+    unsetenv("CCALLOC_TRACE");
+    cr_assert_eq(reads, 1, "a recording over a trace this run read was not refused");
+    unlink(path);
+    rmdir(dir);
+}
+
 /* The guard against writing over a trace holds each file once, by identity:
  * a file read again (the same path, another name for it, a trace loaded
  * twice) adds no note, so a process that reads one file over and over (the

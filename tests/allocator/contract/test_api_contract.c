@@ -985,10 +985,16 @@ Test(api_contract, domain_release_sync_failure_releases_nothing) {
     cca_stats before = tu_stats(a);
     t.fail_sync = true;
     cca_domain_report r;
+    memset(&r, 0xcd, sizeof r); /* on entry only leaks and leaks_cap are read: the rest must be written */
+    r.leaks = NULL, r.leaks_cap = 0;
     EXPECT_FAIL(cca_domain_release(a, d, 0, &r), CCA_ERR_UPSTREAM, "cca_domain_release");
     EXPECT_FAIL(cca_domain_destroy(a, d, CCA_DOMAIN_FORCE, &r), CCA_ERR_UPSTREAM, "nothing released");
     t.fail_sync = false;
     cr_assert_eq(r.bytes_released, 0);
+    cr_assert_eq(r.segments_released, 0);
+    cr_assert_eq(r.bytes_still_reserved, 20 * MiB);
+    cr_assert_eq(r.live_blocks, 0);
+    cr_assert_eq(r.leaks_written, 0);
     assert_stats_same(&before, a, "release with a failing synchronize");
     EXPECT_OK_KEEPS_MESSAGE(cca_domain_destroy(a, d, 0, &r));
     cr_assert_eq(r.bytes_released, 20 * MiB);

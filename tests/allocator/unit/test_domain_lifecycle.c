@@ -765,7 +765,7 @@ TEST_BOTH(many_domains_keep_handles_lists_and_sums_exact) {
     for (int step = 0; n > N / 4; step++) {
         int k = (int)(tu_rand(&rng) % (uint64_t)n);
         cca_domain *d = live[k];
-        cca_domain_report r;
+        cca_domain_report r = {0}; /* on entry leaks and leaks_cap are read: none here */
         if (step % 3 == 0) { /* released first, then destroyed */
             tu_free(a, blk[k]);
             cr_assert_eq(cca_domain_release(a, d, 0, &r), CCA_OK, "%s", cca_last_error());
@@ -825,6 +825,8 @@ TEST_BOTH(destroy_frees_the_domain_and_its_memory) {
     cca_upstream *u = device(128 * MiB);
     cca_allocator *a = make(m, u, NULL);
     cca_domain_report r;
+    memset(&r, 0xcd, sizeof r); /* on entry only leaks and leaks_cap are read: the rest must be written */
+    r.leaks = NULL, r.leaks_cap = 0;
     cr_assert_eq(cca_domain_destroy(a, NULL, 0, &r), CCA_ERR_INVALID_ARGUMENT, "the default domain");
     cr_assert_eq(cca_domain_destroy(a, NULL, CCA_DOMAIN_FORCE, NULL), CCA_ERR_INVALID_ARGUMENT);
     cca_domain *E = dom(a, "empty");

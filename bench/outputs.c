@@ -131,15 +131,23 @@ static size_t ninputs, inputs_cap;
  * with the files, not with the reads (the trace fuzzer reads one file per
  * input); its first note, the one taken() finds, stays, marked a trace
  * read once one is (ccb_recording_reads). O(notes). */
+/* The note of the file st describes, or NULL. O(notes). */
+static input_file *noted(const struct stat *st) {
+    for (size_t i = 0; i < ninputs; i++)
+        if (inputs[i].dev == st->st_dev && inputs[i].ino == st->st_ino)
+            return &inputs[i];
+    return NULL;
+}
+
 static int note_file(int fd, const char *path, bool output) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return 0; /* a pipe, a device: nothing there to overwrite */
-    for (size_t i = 0; i < ninputs; i++)
-        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino) {
-            inputs[i].output &= output; /* read once: a trace read from then on */
-            return 0;
-        }
+    input_file *known = noted(&st);
+    if (known) {
+        known->output &= output; /* read once: a trace read from then on */
+        return 0;
+    }
     if (ninputs == inputs_cap) {
         size_t cap = inputs_cap ? 2 * inputs_cap : 8;
         input_file *grown = realloc(inputs, cap * sizeof *grown);
@@ -178,16 +186,16 @@ static const char *taken(const char *path, char *why, size_t len) {
     struct stat st, other;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return NULL; /* not made yet, or not a file that can be overwritten */
-    for (size_t i = 0; i < ninputs; i++)
-        if (st.st_dev == inputs[i].dev && st.st_ino == inputs[i].ino) {
-            if (inputs[i].output)
-                snprintf(why, len, "it is '%s', which this command wrote (refused: one would overwrite the other)",
-                         inputs[i].path ? inputs[i].path : "?");
-            else
-                snprintf(why, len, "it is the trace '%s' this command reads (refused: it would be written over)",
-                         inputs[i].path ? inputs[i].path : "?");
-            return why;
-        }
+    const input_file *note = noted(&st);
+    if (note) {
+        if (note->output)
+            snprintf(why, len, "it is '%s', which this command wrote (refused: one would overwrite the other)",
+                     note->path ? note->path : "?");
+        else
+            snprintf(why, len, "it is the trace '%s' this command reads (refused: it would be written over)",
+                     note->path ? note->path : "?");
+        return why;
+    }
     const char *stream = ccai_std_stream_file(path);
     if (stream) {
         snprintf(why, len, "it is the file standard %s goes to (refused: one would overwrite the other)", stream);
@@ -204,15 +212,14 @@ int ccb_recording_reads(void) {
     struct stat st;
     if (!recording(&st))
         return 0;
-    for (size_t i = 0; i < ninputs; i++)
-        if (!inputs[i].output && st.st_dev == inputs[i].dev && st.st_ino == inputs[i].ino) {
-            ccai_fprintf_escaped(stderr,
-                                 "ccbench: CCALLOC_TRACE '%s' is the trace '%s': recording the replays would write "
-                                 "over it (unset CCALLOC_TRACE, or name another file)\n",
-                                 getenv("CCALLOC_TRACE"), inputs[i].path ? inputs[i].path : "?");
-            return 1;
-        }
-    return 0;
+    const input_file *note = noted(&st);
+    if (!note || note->output)
+        return 0;
+    ccai_fprintf_escaped(stderr,
+                         "ccbench: CCALLOC_TRACE '%s' is the trace '%s': recording the replays would write over it "
+                         "(unset CCALLOC_TRACE, or name another file)\n",
+                         getenv("CCALLOC_TRACE"), note->path ? note->path : "?");
+    return 1;
 }
 
 /* ccbench.h: dir/name into path, or -1 said and counted if too long. */

@@ -954,6 +954,20 @@ Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
     }
 }
 
+/* A 64 MiB device behind tu_faulty whose mem_info refuses (until the test
+ * says otherwise), an allocator over it: classic or expandable. */
+static cca_allocator *size_refused(bool pages, tu_faulty *f, cca_upstream **inner, cca_upstream **u) {
+    *inner = tu_vm_device(64 * MiB, PG);
+    *u = tu_faulty_create(f, *inner, "fx", true);
+    f->fail_mem_info = true;
+    return tu_allocator(*u, pages ? "expandable:1,log_oom:0" : "expandable:0,log_oom:0");
+}
+
+/* Calls asking the device for memory: allocs, range reservations, maps. */
+static uint64_t memory_asks(const tu_faulty *f) {
+    return f->calls[TU_FAULT_ALLOC] + f->calls[TU_FAULT_RESERVE] + f->calls[TU_FAULT_MAP];
+}
+
 /* A refused mem_info leaves the device's size unknown until the next
  * request that needs memory asks again (not for the allocator's life): a
  * device that refused once, at the first growth, answers at the second
@@ -964,10 +978,8 @@ Test(cap, expandable_device_without_mem_info_decides_by_refusing) {
  * sent it to the retry, which gave the whole cache back for nothing. */
 TEST_BOTH(a_refused_mem_info_is_asked_again_at_the_next_growth) {
     tu_faulty f;
-    cca_upstream *inner = tu_vm_device(64 * MiB, PG);
-    cca_upstream *u = tu_faulty_create(&f, inner, "fx", true);
-    f.fail_mem_info = true;
-    cca_allocator *a = tu_allocator(u, pages ? "expandable:1,log_oom:0" : "expandable:0,log_oom:0");
+    cca_upstream *inner, *u;
+    cca_allocator *a = size_refused(pages, &f, &inner, &u);
     void *p = tu_alloc(a, 1 * MiB, S1);
     uint64_t refused = f.mem_info_calls;
     cr_assert_geq(refused, 1, "the first growth asked the device's size");
@@ -979,7 +991,7 @@ TEST_BOTH(a_refused_mem_info_is_asked_again_at_the_next_growth) {
     cca_stats before = tu_stats(a);
     cr_assert_gt(before.reserved_bytes, 0);
     uint64_t asked = f.mem_info_calls, syncs = f.calls[TU_FAULT_SYNC];
-    uint64_t asks = f.calls[TU_FAULT_ALLOC] + f.calls[TU_FAULT_RESERVE] + f.calls[TU_FAULT_MAP];
+    uint64_t asks = memory_asks(&f);
     uint64_t gives = f.calls[TU_FAULT_FREE] + f.calls[TU_FAULT_UNMAP] + f.calls[TU_FAULT_RELEASE];
     expect_oom_in(a, NULL, 128 * MiB, S1, "128 MiB on a 64 MiB device");
     cr_assert(strstr(cca_last_error(), "can never succeed"), "'%s'", cca_last_error());
@@ -987,8 +999,39 @@ TEST_BOTH(a_refused_mem_info_is_asked_again_at_the_next_growth) {
     tu_assert_intact(a, &before, "a request over the device");
     cr_assert_eq(f.mem_info_calls, asked, "the size, once answered, was asked again");
     cr_assert_eq(f.calls[TU_FAULT_SYNC], syncs);
-    cr_assert_eq(f.calls[TU_FAULT_ALLOC] + f.calls[TU_FAULT_RESERVE] + f.calls[TU_FAULT_MAP], asks);
+    cr_assert_eq(memory_asks(&f), asks);
     cr_assert_eq(f.calls[TU_FAULT_FREE] + f.calls[TU_FAULT_UNMAP] + f.calls[TU_FAULT_RELEASE], gives);
+    tu_destroy_clean(a, u);
+    tu_faulty_destroy_clean(u, inner);
+}
+
+/* The same through cca_domain_reserve, the first call to need the size:
+ * refused there, the arena is reserved all the same (the upstream decides)
+ * and the call keeps the caller's message; the next reserve asks again,
+ * and one over the device is then refused at once, nothing asked of the
+ * upstream but that mem_info, the arena already reserved left as it was. */
+TEST_BOTH(a_refused_mem_info_at_a_reserve_is_asked_again) {
+    tu_faulty f;
+    cca_upstream *inner, *u;
+    cca_allocator *a = size_refused(pages, &f, &inner, &u);
+    cca_domain *d1, *d2;
+    cr_assert_eq(cca_domain_create(a, "d1", &d1), CCA_OK);
+    cr_assert_eq(cca_domain_create(a, "d2", &d2), CCA_OK);
+    cca_set_error(CCA_ERR_CONFIG, "the caller's message");
+    cr_assert_eq(cca_domain_reserve(a, d1, 4 * MiB), CCA_OK, "%s", cca_last_error());
+    cr_assert_str_eq(cca_last_error(), "the caller's message");
+    uint64_t refused = f.mem_info_calls;
+    cr_assert_geq(refused, 1, "the reserve asked the device's size");
+    f.fail_mem_info = false;
+    cca_stats before = tu_stats(a);
+    uint64_t asks = memory_asks(&f);
+    cr_assert_eq(cca_domain_reserve(a, d2, 128 * MiB), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert(strstr(cca_last_error(), "exceed the device"), "'%s'", cca_last_error());
+    cr_assert_eq(f.mem_info_calls, refused + 1, "the size was not asked again, once");
+    cr_assert_eq(memory_asks(&f), asks);
+    tu_assert_intact(a, &before, "a reserve over the device");
+    cr_assert_eq(cca_domain_destroy(a, d1, 0, NULL), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(cca_domain_destroy(a, d2, 0, NULL), CCA_OK, "%s", cca_last_error());
     tu_destroy_clean(a, u);
     tu_faulty_destroy_clean(u, inner);
 }

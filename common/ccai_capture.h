@@ -18,6 +18,10 @@
  *   environment's pointer list without it). With host memory short for the
  *   output the pipe is still drained (the child must not block on a full
  *   pipe) and the child reaped, then CCAI_CAPTURE_LOST.
+ * - Both ends of the pipe are close-on-exec from their creation (the
+ *   child's standard output is a copy made in the child, without the
+ *   flag): a child another thread starts meanwhile inherits neither end;
+ *   one holding the write end would keep this read waiting for its end.
  * - Returns the child's exit status, or -1 (a pipe, host memory for the
  *   environment's list, or the spawn failed, errno set: an exec that fails
  *   is such a failure, ENOENT or EACCES; a child killed by a signal,
@@ -34,6 +38,7 @@
 #define CCAI_CAPTURE_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +111,7 @@ static inline int ccai_run_capture(char *const argv[], const char *unset, char *
     if (signo)
         *signo = 0;
     int fd[2];
-    if (pipe(fd))
+    if (pipe2(fd, O_CLOEXEC))
         return -1;
     char **env = ccai_capture_environment(unset);
     posix_spawn_file_actions_t fa;
@@ -114,10 +119,6 @@ static inline int ccai_run_capture(char *const argv[], const char *unset, char *
     int made = !err; /* fa to destroy */
     if (made) {
         err = posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
-        if (!err)
-            err = posix_spawn_file_actions_addclose(&fa, fd[0]);
-        if (!err && fd[1] != STDOUT_FILENO)
-            err = posix_spawn_file_actions_addclose(&fa, fd[1]);
     }
     fflush(NULL);
     double t0 = ccai_capture_now_ms();

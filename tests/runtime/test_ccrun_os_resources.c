@@ -13,11 +13,15 @@
  *   ccbench switch shares) running a shell that lists its own descriptors:
  *   it holds standard input, output (the pipe) and error, the listing's
  *   own, and nothing of this process but what this process holds without
- *   close-on-exec itself; each child is reaped, none left behind.
+ *   close-on-exec itself; each child is reaped, none left behind. Nor
+ *   the pipe of a child another thread is timing at the same moment.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -96,5 +100,54 @@ Test(ccrun_os_resources, a_child_inherits_nothing_and_is_reaped) {
     int fd;
     while (fscanf(f, "%d", &fd) == 1)
         cr_assert(fd <= 3 || inheritable(fd), "the child held descriptor %d, close-on-exec here", fd);
+    fclose(f);
+}
+
+/* The pipes this process holds now. */
+static int pipes_held(void) {
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert_not_null(d);
+    int n = 0;
+    char link[300], target[64];
+    for (struct dirent *e; (e = readdir(d));) {
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        n += len > 5 && strncmp(target, "pipe:", 5) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+static void *time_sleeper(void *rc) {
+    char *argv[] = {"/bin/sh", "-c", "exec sleep 2", NULL};
+    double wall, ran;
+    *(int *)rc = ccrun_time_child(argv, &wall, &ran);
+    return NULL;
+}
+
+/* Two threads each timing a child: the second child must not inherit the
+ * pipe of the first (the read end, held while the first child runs): a
+ * child that kept the write end would hold the first's output open, and
+ * the first thread's read would wait for the second child's end. */
+Test(ccrun_os_resources, a_child_inherits_no_other_childs_pipe, .timeout = 60) {
+    int held = pipes_held(), sleeper_rc = -2;
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, time_sleeper, &sleeper_rc), 0);
+    /* the other thread's pipe: two ends at the spawn, its read end alone
+     * once the child runs */
+    while (pipes_held() != held + 1)
+        usleep(1000);
+    char script[256];
+    snprintf(script, sizeof script, "exec ls /proc/self/fd >%s", paths[LISTING]);
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    double wall, ran;
+    cr_assert_eq(ccrun_time_child(argv, &wall, &ran), 0, "%s", cca_last_error());
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(sleeper_rc, 0, "%s", cca_last_error());
+    FILE *f = fopen(paths[LISTING], "re");
+    cr_assert_not_null(f);
+    int fd;
+    while (fscanf(f, "%d", &fd) == 1)
+        cr_expect(fd <= 3 || inheritable(fd), "the child held descriptor %d, the other child's pipe", fd);
     fclose(f);
 }

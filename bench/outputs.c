@@ -18,7 +18,9 @@
  *   cut to a prefix that would be another file.
  * - An output never lands on another file of the process (taken, before
  *   the open empties it): a regular file that is a trace read (each one
- *   trace.c opens is noted, ccb_note_input, by st_dev/st_ino), an output
+ *   trace.c opens is noted, ccb_note_input, by st_dev/st_ino and birth
+ *   time: a deleted file's numbers given to a new one do not carry its
+ *   note where the file system keeps birth times), an output
  *   opened earlier in the run (noted the same way by ccb_open_out; a
  *   symlink left in --out), the file CCALLOC_TRACE names, or the one
  *   standard output or error goes to is refused, said and counted as
@@ -38,7 +40,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "ccai_escape.h"     /* common/: text from outside, escaped for a person */
@@ -113,49 +117,91 @@ int ccb_mkdir_p(const char *path) {
 
 /* ---- outputs that would land on another file of this process --------------------- */
 
+/* A file's identity: st_dev/st_ino, and its birth time where the file
+ * system keeps one (statx's btime: ext4, xfs, btrfs, tmpfs). A number a
+ * deleted file gave back goes to the next file made; the birth time tells
+ * the two apart (without it, they are the same file to this guard). */
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+    struct statx_timestamp born;
+    bool born_known;
+} file_id;
+
+/* The identity of the regular file fd (path NULL) or path (fd AT_FDCWD)
+ * names; false when it cannot be asked or is no regular file. */
+static bool identify(int fd, const char *path, file_id *id) {
+    struct statx sx;
+    if (statx(fd, path ? path : "", path ? 0 : AT_EMPTY_PATH, STATX_TYPE | STATX_INO | STATX_BTIME, &sx) != 0 ||
+        !S_ISREG(sx.stx_mode))
+        return false;
+    *id = (file_id){makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino, sx.stx_btime,
+                    (sx.stx_mask & STATX_BTIME) != 0};
+    return true;
+}
+
+/* Same file: same numbers and, where both birth times are known, born
+ * at the same moment. */
+static bool same_file(const file_id *a, const file_id *b) {
+    return a->dev == b->dev && a->ino == b->ino &&
+           (!a->born_known || !b->born_known ||
+            (a->born.tv_sec == b->born.tv_sec && a->born.tv_nsec == b->born.tv_nsec));
+}
+
 /* The regular files this process reads as traces (ccb_note_input) and
  * the ones it has written (ccb_open_out), by identity: an output that is
  * one of them is refused (ccb_open_out). */
 typedef struct input_file {
-    dev_t dev;
-    ino_t ino;
+    file_id id;
     char *path;  /* as given; NULL: host memory was short for it */
     bool output; /* one this process wrote, not a trace it read */
 } input_file;
 static input_file *inputs;
 static size_t ninputs, inputs_cap;
 
+/* The note holding id's numbers (of that file, or of a deleted one whose
+ * numbers it got: same_file tells), or NULL. O(notes). */
+static input_file *slot_of(const file_id *id) {
+    for (size_t i = 0; i < ninputs; i++)
+        if (inputs[i].id.dev == id->dev && inputs[i].id.ino == id->ino)
+            return &inputs[i];
+    return NULL;
+}
+
+/* The note of the file id names, or NULL. O(notes). */
+static input_file *noted(const file_id *id) {
+    input_file *n = slot_of(id);
+    return n && same_file(&n->id, id) ? n : NULL;
+}
+
 /* 0, or -1 when host memory could not hold the note: the file would go
  * unguarded, so its caller fails it (a trace not read, an output failed).
  * A file noted already (by any name) is not noted again: the list grows
  * with the files, not with the reads (the trace fuzzer reads one file per
  * input); its first note, the one taken() finds, stays, marked a trace
- * read once one is (ccb_recording_reads). O(notes). */
-/* The note of the file st describes, or NULL. O(notes). */
-static input_file *noted(const struct stat *st) {
-    for (size_t i = 0; i < ninputs; i++)
-        if (inputs[i].dev == st->st_dev && inputs[i].ino == st->st_ino)
-            return &inputs[i];
-    return NULL;
-}
-
+ * read once one is (ccb_recording_reads). A note of a deleted file whose
+ * numbers this one got is this one's from now on. O(notes). */
 static int note_file(int fd, const char *path, bool output) {
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    file_id id;
+    if (!identify(fd, NULL, &id))
         return 0; /* a pipe, a device: nothing there to overwrite */
-    input_file *known = noted(&st);
-    if (known) {
+    input_file *known = slot_of(&id);
+    if (known && same_file(&known->id, &id)) {
         known->output &= output; /* read once: a trace read from then on */
         return 0;
     }
-    if (ninputs == inputs_cap) {
+    if (!known && ninputs == inputs_cap) {
         size_t cap = inputs_cap ? 2 * inputs_cap : 8;
         input_file *grown = realloc(inputs, cap * sizeof *grown);
         if (!grown)
             return -1;
         inputs = grown, inputs_cap = cap;
     }
-    inputs[ninputs++] = (input_file){st.st_dev, st.st_ino, strdup(path), output}; /* path NULL: named "?" */
+    if (known)
+        free(known->path);
+    else
+        known = &inputs[ninputs++];
+    *known = (input_file){id, strdup(path), output}; /* path NULL: named "?" */
     return 0;
 }
 
@@ -167,14 +213,10 @@ size_t ccb_noted_files(void) {
     return ninputs;
 }
 
-static bool same_id(const struct stat *a, const struct stat *b) {
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
-}
-
-/* The file CCALLOC_TRACE names, when it is there and regular, in *st. */
-static bool recording(struct stat *st) {
+/* The file CCALLOC_TRACE names, when it is there and regular, in *id. */
+static bool recording(file_id *id) {
     char *trace = ccai_trace_env_path(); /* %p, %% as the library expands them */
-    bool there = trace && stat(trace, st) == 0 && S_ISREG(st->st_mode);
+    bool there = trace && identify(AT_FDCWD, trace, id);
     free(trace);
     return there;
 }
@@ -183,10 +225,10 @@ static bool recording(struct stat *st) {
  * that is also a trace read, the recording, or where standard output or
  * error goes, and writing it would destroy that or mix the two. */
 static const char *taken(const char *path, char *why, size_t len) {
-    struct stat st, other;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    file_id id, other;
+    if (!identify(AT_FDCWD, path, &id))
         return NULL; /* not made yet, or not a file that can be overwritten */
-    const input_file *note = noted(&st);
+    const input_file *note = noted(&id);
     if (note) {
         if (note->output)
             snprintf(why, len, "it is '%s', which this command wrote (refused: one would overwrite the other)",
@@ -201,7 +243,7 @@ static const char *taken(const char *path, char *why, size_t len) {
         snprintf(why, len, "it is the file standard %s goes to (refused: one would overwrite the other)", stream);
         return why;
     }
-    if (recording(&other) && same_id(&st, &other)) {
+    if (recording(&other) && same_file(&id, &other)) {
         snprintf(why, len, "it is the CCALLOC_TRACE recording (refused: one would overwrite the other)");
         return why;
     }
@@ -209,10 +251,10 @@ static const char *taken(const char *path, char *why, size_t len) {
 }
 
 int ccb_recording_reads(void) {
-    struct stat st;
-    if (!recording(&st))
+    file_id id;
+    if (!recording(&id))
         return 0;
-    const input_file *note = noted(&st);
+    const input_file *note = noted(&id);
     if (!note || note->output)
         return 0;
     ccai_fprintf_escaped(stderr,

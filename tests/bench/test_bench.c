@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -917,6 +918,69 @@ Test(bench_report, a_file_read_again_is_noted_once) {
     unlink(link_a);
     unlink(b);
     rmdir(dir);
+}
+
+/* A trace read, then deleted (by someone else: ccbench deletes none),
+ * gives its inode number to the next file made; that file is not the
+ * trace, and an output over it is not refused as "the trace this command
+ * reads" where the file system keeps birth times (this one's does, or the
+ * test skips). Its note is the new file's from then on: written once,
+ * it is guarded as an output, and the list did not grow. */
+Test(bench_report, a_deleted_traces_inode_number_carries_no_note) {
+    char dir[] = "/tmp/ccb_reuseXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char a[64], b[64];
+    snprintf(a, sizeof a, "%s/a.csv", dir);
+    FILE *f = fopen(a, "w");
+    cr_assert_not_null(f);
+    fputs("# ccalloc trace v3\nseq,op,id,size,stream,domain,name\n0,alloc,1,512,0,0\n1,free,1,512,0,0\n", f);
+    fclose(f);
+    struct statx sx;
+    cr_assert_eq(statx(AT_FDCWD, a, 0, STATX_INO | STATX_BTIME, &sx), 0);
+    if (!(sx.stx_mask & STATX_BTIME)) {
+        unlink(a);
+        rmdir(dir);
+        cr_skip_test("the file system under /tmp keeps no birth times");
+    }
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load(&t, a, err, sizeof err), 0, "%s", err);
+    ccb_trace_free(&t);
+    size_t notes = ccb_noted_files();
+    cr_assert_eq(unlink(a), 0);
+    /* files made until one gets the deleted one's number (kept meanwhile,
+     * so none gives its own back) */
+    int made = 0, reused = -1;
+    for (; made < 256 && reused < 0; made++) {
+        snprintf(b, sizeof b, "%s/b%d.csv", dir, made);
+        int fd = open(b, O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0644);
+        cr_assert_geq(fd, 0);
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        close(fd);
+        if (st.st_ino == sx.stx_ino)
+            reused = made;
+    }
+    if (reused >= 0) {
+        char name[32];
+        snprintf(name, sizeof name, "b%d.csv", reused);
+        unsigned failures = ccb_out_failures();
+        f = ccb_open_out(dir, name);
+        cr_expect_not_null(f, "a new file with a deleted trace's number was refused as that trace");
+        if (f)
+            ccb_close_out(f, dir, name);
+        cr_expect_eq(ccb_out_failures(), failures);
+        cr_expect_eq(ccb_noted_files(), notes, "the deleted file's note was not taken over");
+        cr_expect_null(ccb_open_out(dir, name), "the file written is guarded as an output");
+        cr_expect_eq(ccb_out_failures(), failures + 1);
+    }
+    for (int i = 0; i < made; i++) {
+        snprintf(b, sizeof b, "%s/b%d.csv", dir, i);
+        unlink(b);
+    }
+    rmdir(dir);
+    if (reused < 0)
+        cr_skip_test("no file of %d made got the deleted one's inode number", made);
 }
 
 /* Outputs that cannot be made are said and counted (ccbench then exits 1):

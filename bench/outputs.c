@@ -20,7 +20,8 @@
  *   the open empties it): a regular file that is a trace read (each one
  *   trace.c opens is noted, ccb_note_input, by st_dev/st_ino and birth
  *   time: a deleted file's numbers given to a new one do not carry its
- *   note where the file system keeps birth times), an output
+ *   note where the file system keeps birth times and statx answers),
+ *   an output
  *   opened earlier in the run (noted the same way by ccb_open_out; a
  *   symlink left in --out), the file CCALLOC_TRACE names, or the one
  *   standard output or error goes to is refused, said and counted as
@@ -129,15 +130,23 @@ typedef struct file_id {
 } file_id;
 
 /* The identity of the regular file fd (path NULL) or path (fd AT_FDCWD)
- * names; false when it cannot be asked or is no regular file. */
+ * names; false when it cannot be asked or is no regular file. statx
+ * refused (EPERM: a seccomp profile older than it) is asked of fstatat,
+ * without a birth time. */
 static bool identify(int fd, const char *path, file_id *id) {
+    const char *at = path ? path : "";
+    int how = path ? 0 : AT_EMPTY_PATH;
     struct statx sx;
-    if (statx(fd, path ? path : "", path ? 0 : AT_EMPTY_PATH, STATX_TYPE | STATX_INO | STATX_BTIME, &sx) != 0 ||
-        !S_ISREG(sx.stx_mode))
+    if (statx(fd, at, how, STATX_TYPE | STATX_INO | STATX_BTIME, &sx) == 0) {
+        *id = (file_id){makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino, sx.stx_btime,
+                        (sx.stx_mask & STATX_BTIME) != 0};
+        return S_ISREG(sx.stx_mode);
+    }
+    struct stat st;
+    if (errno != EPERM || fstatat(fd, at, &st, how) != 0)
         return false;
-    *id = (file_id){makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino, sx.stx_btime,
-                    (sx.stx_mask & STATX_BTIME) != 0};
-    return true;
+    *id = (file_id){.dev = st.st_dev, .ino = st.st_ino};
+    return S_ISREG(st.st_mode);
 }
 
 /* Same file: same numbers and, where both birth times are known, born

@@ -6,13 +6,19 @@
  * formed, and a tiny suite runs on the host strategies.
  */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <ctype.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -981,6 +987,56 @@ Test(bench_report, a_deleted_traces_inode_number_carries_no_note) {
     rmdir(dir);
     if (reused < 0)
         cr_skip_test("no file of %d made got the deleted one's inode number", made);
+}
+
+/* Make statx fail with `err` in this process from now on (a container
+ * whose seccomp profile predates it: EPERM, or a kernel without it:
+ * ENOSYS); false when the filter could not be installed. */
+static bool refuse_statx(int err) {
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_statx, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof code / sizeof code[0], code};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+/* Where the statx system call is refused (EPERM: by a seccomp profile
+ * older than it; ENOSYS: glibc then answers from fstatat, without birth
+ * times), the guard still holds by st_dev/st_ino: a trace read is not
+ * written over. */
+ParameterizedTestParameters(bench_report, the_guard_holds_without_statx) {
+    static int errs[] = {ENOSYS, EPERM};
+    return cr_make_param_array(int, errs, 2);
+}
+
+ParameterizedTest(int *err, bench_report, the_guard_holds_without_statx) {
+    if (!refuse_statx(*err))
+        cr_skip_test("a seccomp filter could not be installed: %s", strerror(errno));
+    struct statx sx; /* the system call's answer (glibc answers ENOSYS with fstatat's, no birth time) */
+    cr_assert_neq(syscall(__NR_statx, AT_FDCWD, "/", 0, STATX_INO, &sx), 0, "statx is refused");
+    char dir[] = "/tmp/ccb_nostatxXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char a[64];
+    snprintf(a, sizeof a, "%s/a.csv", dir);
+    FILE *f = fopen(a, "w");
+    cr_assert_not_null(f);
+    fputs("# ccalloc trace v3\nseq,op,id,size,stream,domain,name\n0,alloc,1,512,0,0\n1,free,1,512,0,0\n", f);
+    fclose(f);
+    ccb_trace t;
+    char err_text[256] = "";
+    cr_assert_eq(ccb_trace_load(&t, a, err_text, sizeof err_text), 0, "%s", err_text);
+    ccb_trace_free(&t);
+    unsigned failures = ccb_out_failures();
+    f = ccb_open_out(dir, "a.csv");
+    cr_expect_null(f, "the trace read was written over");
+    if (f)
+        fclose(f);
+    cr_expect_eq(ccb_out_failures(), failures + 1);
+    unlink(a);
+    rmdir(dir);
 }
 
 /* Outputs that cannot be made are said and counted (ccbench then exits 1):

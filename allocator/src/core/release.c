@@ -18,8 +18,9 @@
  *   failed wait skips 1 and 3 (no CCAI_RELEASE_UNMAP). Pending blocks
  *   (I6) are never released.
  * - A retry releases nothing when that cannot help (ccai_release_can_help):
- *   nothing cached; the cap refuses even with all cached released; the
- *   device's free memory plus all cached is short of the need.
+ *   nothing cached (or all of it pinned: the message says how much); the
+ *   cap refuses even with all cached released; the device's free memory
+ *   plus all cached is short of the need.
  * - A segment the upstream refuses to take back stays, cached and
  *   indexed; the others still go, and the call returns CCA_ERR_UPSTREAM.
  * - Cost: O(S log S) in segments (the sort), pages O(blocks); one upstream
@@ -27,23 +28,17 @@
  */
 #include "internal.h"
 
-#include <stdlib.h>
-#include <string.h>
-
 cca_status ccai_release(cca_allocator *a, size_t keep, unsigned flags, cca_release_report *r) {
     cca_release_report local = {0};
     uint64_t frees = a->c.upstream_frees;
     cca_status st = a->kind->release_cached(a, keep, flags, &local);
-    char why[CCAI_ERROR_CAP] = "";
-    if (st != CCA_OK)
-        snprintf(why, sizeof why, "%s", cca_last_error());
     local.bytes_released += local.bytes_unmapped;
     a->release_frees += a->c.upstream_frees - frees;
     if (r) /* what went; trim.c adds what stays (stats.c) */
         *r = local;
-    if (st != CCA_OK)
-        return cca_set_error(CCA_ERR_UPSTREAM, "the upstream refused to take memory back (kept, still cached): %s", why);
-    return CCA_OK;
+    return st == CCA_OK
+               ? CCA_OK
+               : cca_error_prefix(CCA_ERR_UPSTREAM, "the upstream refused to take memory back (kept, still cached)");
 }
 
 size_t ccai_releasable(const cca_allocator *a) {
@@ -55,9 +50,13 @@ size_t ccai_releasable(const cca_allocator *a) {
 
 cca_status ccai_release_can_help(cca_allocator *a, size_t need, size_t *free_b) {
     *free_b = 0;
-    size_t releasable = ccai_releasable(a), total = 0;
-    if (releasable == 0)
-        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
+    size_t releasable = ccai_releasable(a), total = 0, cached = ccai_cached_bytes(a);
+    if (releasable == 0) /* cached but all pinned: how much */
+        return cached ? cca_set_error(CCA_ERR_OUT_OF_MEMORY,
+                                      "nothing cached to release: the %zu cached bytes all "
+                                      "share a segment, page or map with a live or pending block",
+                                      cached)
+                      : cca_set_error(CCA_ERR_OUT_OF_MEMORY, "nothing cached to release");
     size_t cap = ccai_cap(a), floor = a->c.reserved - releasable;
     char name[64];
     if (cap && (floor > cap || need > cap - floor))

@@ -764,6 +764,36 @@ Test(pool, log_oom_off_stays_silent) {
     tu_destroy_clean(b, u);
 }
 
+/* Cached bytes that share a segment with a live block cannot go back: the
+ * retry releases nothing, and its message says how many bytes are pinned,
+ * not that the cache is empty. */
+Test(pool, a_retry_with_every_cached_byte_pinned_says_how_many) {
+    cca_upstream *dev;
+    cca_allocator *b;
+    tu_host_allocator(22 * MiB, CLASSIC, &dev, &b);
+    void *p = tu_alloc(b, 4 * MiB, NULL); /* a 20M segment, 16M of it cached and pinned by p */
+    cca_stats before = tu_stats(b);
+    void *q = (void *)1;
+    cr_assert_eq(cca_alloc(b, 4 * MiB, S1, &q), CCA_ERR_OUT_OF_MEMORY); /* another stream: p's segment is not its */
+    cr_assert_null(q);
+    cr_assert(strstr(cca_last_error(), "nothing cached to release: the 16777216 cached bytes all share a segment, "
+                                       "page or map with a live or pending block") != NULL,
+              "%s", cca_last_error());
+    cca_stats s = tu_stats(b);
+    cr_assert_eq(s.upstream_frees, before.upstream_frees, "nothing released");
+    cr_assert_eq(s.reserved_bytes, 20 * MiB);
+    tu_free(b, p);
+    cr_assert_eq(cca_empty_cache(b, NULL), CCA_OK);
+    p = tu_alloc(b, 20 * MiB, NULL); /* its segment wholly live: nothing cached at all, the plain message */
+    q = (void *)1;
+    cr_assert_eq(cca_alloc(b, 4 * MiB, S1, &q), CCA_ERR_OUT_OF_MEMORY);
+    cr_assert_null(q);
+    cr_assert(strstr(cca_last_error(), "nothing cached to release") != NULL, "%s", cca_last_error());
+    cr_assert(strstr(cca_last_error(), "cached bytes") == NULL, "%s", cca_last_error());
+    tu_free(b, p);
+    tu_teardown(b, dev);
+}
+
 Test(pool, retry_releases_the_cache_and_succeeds) {
     cca_upstream *dev;
     cca_allocator *b;

@@ -31,8 +31,9 @@ cca_add_thread_program(threads_api)
 # Shared allocators with held events, allocators created and destroyed beside them, forks, every writer,
 # whole-block patterns (tests/allocator/threads/tsan_shared.c; also the TSan stage's).
 cca_add_thread_program(tsan_shared)
-# The upstream's refusals (every op, a few percent, seeded) while eight threads allocate, free, trim and
-# sleep, wake and release domains; stats and the device checked exactly at barriers
+# The upstream's refusals (every op, a few percent, seeded) while eight threads allocate, free, trim,
+# sleep, wake and release domains, and sleep and wake the whole allocator; stats and the device checked
+# exactly at barriers
 # (tests/allocator/threads/threads_faults.c; also the TSan stage's).
 cca_add_thread_program(threads_faults)
 if(TARGET ccbench)

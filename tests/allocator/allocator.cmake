@@ -36,6 +36,11 @@ cca_add_thread_program(tsan_shared)
 # exactly at barriers
 # (tests/allocator/threads/threads_faults.c; also the TSan stage's).
 cca_add_thread_program(threads_faults)
+# The framework entry points (cca_plug_*) from eight threads while their calls fail: small devices out
+# of memory, a device that failed, destroyed current domains, wrong-device frees, refused configure and
+# reset; stats exact at barriers, the last reset leaves nothing
+# (tests/allocator/threads/threads_plug.c; also the TSan stage's).
+cca_add_thread_program(threads_plug)
 if(TARGET ccbench)
   set_tests_properties(threads_api PROPERTIES FIXTURES_SETUP threads_api_trace)
   add_test(NAME threads_api_trace_reads COMMAND ccbench info ${CMAKE_CURRENT_BINARY_DIR}/threads_api_trace.csv)

@@ -31,10 +31,16 @@ cca_add_thread_program(threads_api)
 # Shared allocators with held events, allocators created and destroyed beside them, forks, every writer,
 # whole-block patterns (tests/allocator/threads/tsan_shared.c; also the TSan stage's).
 cca_add_thread_program(tsan_shared)
-# The upstream's refusals (every op, a few percent, seeded) while eight threads allocate, free, trim and
-# sleep, wake and release domains; stats and the device checked exactly at barriers
+# The upstream's refusals (every op, a few percent, seeded) while eight threads allocate, free, trim,
+# sleep, wake and release domains, and sleep and wake the whole allocator; stats and the device checked
+# exactly at barriers
 # (tests/allocator/threads/threads_faults.c; also the TSan stage's).
 cca_add_thread_program(threads_faults)
+# The framework entry points (cca_plug_*) from eight threads while their calls fail: small devices out
+# of memory, a device that failed, destroyed current domains, wrong-device frees, refused configure and
+# reset; stats exact at barriers, the last reset leaves nothing
+# (tests/allocator/threads/threads_plug.c; also the TSan stage's).
+cca_add_thread_program(threads_plug)
 if(TARGET ccbench)
   set_tests_properties(threads_api PROPERTIES FIXTURES_SETUP threads_api_trace)
   add_test(NAME threads_api_trace_reads COMMAND ccbench info ${CMAKE_CURRENT_BINARY_DIR}/threads_api_trace.csv)

@@ -45,19 +45,25 @@
  *   thread's injected failure in it. A sleep that succeeded leaves the
  *   domain asleep, one that failed awake but for a refused unmap
  *   (CCA_ERR_UPSTREAM); a wake that succeeded leaves it awake, one that
- *   failed asleep; the blocks' first and last bytes survive both.
+ *   failed asleep; the blocks' first and last bytes survive both. A
+ *   whole op (under the write lock): the default and common domains as
+ *   the last whole op left them before it, and after it as ccalloc.h says
+ *   (step_whole's comment).
  * - Every ROUND steps all threads meet at a barrier and one checks, faults
  *   off and the others stopped: stats exact (allocated, requested and
  *   active blocks = the threads' live blocks; alloc_calls, free_calls,
  *   ooms = what they counted); each own domain's requested bytes and sleep
- *   state as its thread knows them, the domains' allocated bytes adding up
+ *   state as its thread knows them (learned here when a whole op came
+ *   since it last looked), the default and common domains' states as the
+ *   whole ops left them, the domains' allocated bytes adding up
  *   to the allocator's; cca_check_invariants OK; the device agrees (its
  *   bytes in use, mapped and reserved address space, live allocations =
  *   the allocators' reserved, mapped, address space and classic segments;
  *   its host bytes = the sleeping domains' copies plus the chunks a
  *   refused host_free kept); the wrapper's own counts agree with the
  *   device's.
- * - After the threads, faults off: everything freed, woken and destroyed,
+ * - After the threads, faults off: everything freed, woken (the own
+ *   domains, then cca_wake: CCA_OK) and destroyed,
  *   the kept chunks freed: the device holds nothing, device nor host. One
  *   OOM log line per OOM returned; every line (OOMs, refused host_frees
  *   and event queries) reaches the sink with no lock held: the sink's
@@ -86,6 +92,7 @@
 #define SLOTS 16
 #define MIB ((size_t)1 << 20)
 #define FX_PERMILLE 30 /* the default; --permille */
+#define WHOLE_ONE_IN 4 /* a whole op: one step in 100 x WHOLE_ONE_IN */
 #define SEED 17        /* the default; --seed (17: a first mem_info refused inside cca_domain_reserve) */
 
 #define THREAD_CHECK_NAME "threads_faults"
@@ -281,10 +288,14 @@ typedef struct worker {
     ccai_rng rng;
     slot s[SLOTS];
     cca_domain *own;
-    bool asleep;     /* own is asleep */
-    size_t recorded; /* ... with this many live blocks recorded (a wake reports them, freed or not) */
+    bool asleep;         /* own is asleep, as of whole op number known_gen */
+    unsigned known_gen;  /* run.gen when `asleep` was learned (~0u: never) */
+    size_t recorded;     /* ... with this many live blocks recorded (a wake reports them, freed or not) */
+    bool recorded_known; /* ... by its own sleep, no whole op since */
+    unsigned discards;   /* run.discards when its slots were last unmarked */
+    uint32_t unmarked;   /* slots whose bytes are not marked (their domain asleep since the alloc) */
     int own_gen;
-    uint64_t allocs, frees, ooms, own_allocs;
+    uint64_t allocs, frees, ooms, own_allocs, wholes, wholes_ok;
 } worker;
 
 static struct {
@@ -295,6 +306,15 @@ static struct {
     bool expandable;
     size_t capacity;
     pthread_barrier_t meet;
+    /* The whole ops (cca_sleep, cca_wake) hold `whole` to write; a thread
+     * holds it to read while it touches a block's bytes or reads what it
+     * knows of a domain's state. Under the write lock: gen counts the
+     * whole ops, asleep[n] is tenant n's default and common domains' state
+     * (only whole ops change them), discards the whole sleeps with
+     * CCA_SLEEP_DISCARD. */
+    pthread_rwlock_t whole;
+    unsigned gen, discards;
+    bool asleep[2][2];
     worker w[THREADS];
     const char *name;
 } run;
@@ -368,17 +388,68 @@ static bool answer(worker *w, cca_status st, unsigned allowed, const char *tagge
     return true;
 }
 
+/* Whether slot s's domain is asleep, as w knows it (hold: read lock). */
+static bool slot_asleep(const worker *w, const slot *s) {
+    return s->dom == 2 ? w->asleep : run.asleep[w->id % run.tenants][s->dom];
+}
+
+/* Under hold: a marked block of an awake domain has its bytes (an asleep
+ * domain's pages are unmapped: a touch faults). */
 static void check_bytes(worker *w, slot *s, const char *what) {
-    CHECK(ta_marked(s, w->id, (int)(s - w->s)), "%s: thread %d: block %p of %zu bytes lost its bytes (%s)", run.name,
-          w->id, (void *)s->p, s->size, what);
+    int k = (int)(s - w->s);
+    if (s->p && !(w->unmarked & (1u << k)) && !slot_asleep(w, s))
+        CHECK(ta_marked(s, w->id, k), "%s: thread %d: block %p of %zu bytes lost its bytes (%s)", run.name, w->id,
+              (void *)s->p, s->size, what);
+}
+
+/* Under hold: mark the unmarked blocks of awake domains. */
+static void remark(worker *w) {
+    for (int k = 0; k < SLOTS; k++)
+        if ((w->unmarked & (1u << k)) && w->s[k].p && !slot_asleep(w, &w->s[k])) {
+            ta_mark(&w->s[k], w->id, k);
+            w->unmarked &= ~(1u << k);
+        }
+}
+
+/* The read lock; what w knew of its own domain is learned again when a
+ * whole op came since (its bytes unmarked when one discarded). Returns the
+ * whole op count: the same at the next hold, no whole op came between. */
+static unsigned hold(worker *w) {
+    pthread_rwlock_rdlock(&run.whole);
+    if (w->known_gen != run.gen && w->own) { /* the thread's message kept for the answer to come */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", cca_last_error());
+        cca_domain_stats ds = {0};
+        CHECK(cca_get_domain_stats(w->a, w->own, &ds) == CCA_OK, "%s: thread %d: cca_get_domain_stats: %s", run.name,
+              w->id, cca_last_error());
+        cca_set_error(CCA_OK, "%s", msg);
+        w->asleep = ds.asleep;
+    }
+    if (w->known_gen != run.gen) {
+        w->known_gen = run.gen;
+        w->recorded_known = false;
+    }
+    if (w->discards != run.discards) { /* contents undefined after the wake: mark again */
+        for (int k = 0; k < SLOTS; k++)
+            w->unmarked |= w->s[k].p ? 1u << k : 0;
+        w->discards = run.discards;
+    }
+    remark(w);
+    return run.gen;
+}
+
+static void unhold(void) {
+    pthread_rwlock_unlock(&run.whole);
 }
 
 static void free_slot(worker *w, slot *s, const char *tagged) {
-    if (!(s->dom == 2 && w->asleep)) /* an asleep domain's pages are unmapped */
-        check_bytes(w, s, "at its free");
+    hold(w);
+    check_bytes(w, s, "at its free");
+    unhold();
     /* the fallback synchronize may fail: the pointer is consumed all the same */
     answer(w, cca_free(w->a, s->p), ST(CCA_OK) | ST(CCA_ERR_UPSTREAM), tagged, "cca_free");
     w->frees++;
+    w->unmarked &= ~(1u << (s - w->s));
     s->p = NULL;
 }
 
@@ -396,14 +467,22 @@ static cca_domain_stats own_stats(worker *w, const char *tagged) {
     return ds;
 }
 
+/* A new own domain, awake, with an arena: refused as asleep only when a
+ * whole sleep came between (it sleeps every domain there is). */
 static void own_domain_create(worker *w, const char *tagged) {
     char name[32];
     snprintf(name, sizeof name, "t%d gen %d", w->id, ++w->own_gen);
+    unsigned gen = hold(w);
+    unhold();
     answer(w, cca_domain_create(w->a, name, &w->own), ST(CCA_OK), tagged, "cca_domain_create");
     w->own_allocs = 0;
-    w->asleep = false;
-    answer(w, cca_domain_reserve(w->a, w->own, 4 * MIB), ST(CCA_OK) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_UPSTREAM),
+    w->known_gen = ~0u; /* a new domain: learned at the next hold */
+    cca_status st = cca_domain_reserve(w->a, w->own, 4 * MIB);
+    bool exact = hold(w) == gen;
+    answer(w, st, ST(CCA_OK) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_UPSTREAM) | (exact ? 0 : ST(CCA_ERR_ASLEEP)),
            tagged, "cca_domain_reserve");
+    CHECK(!exact || !w->asleep, "%s: thread %d: a new domain asleep with no whole sleep", run.name, w->id);
+    unhold();
 }
 
 /* Free the own domain's blocks (FORCE: or leave them to the release),
@@ -418,6 +497,8 @@ static void own_domain_release(worker *w, bool destroy, bool force, const char *
     unsigned allowed = ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_LIVE_BLOCKS),
              flags = force ? CCA_DOMAIN_FORCE : 0;
     cca_domain_report rep = {0};
+    unsigned gen = hold(w);
+    unhold();
     cca_status st =
         destroy ? cca_domain_destroy(w->a, w->own, flags, &rep) : cca_domain_release(w->a, w->own, flags, &rep);
     answer(w, st, allowed, tagged, destroy ? "cca_domain_destroy" : "cca_domain_release");
@@ -428,81 +509,111 @@ static void own_domain_release(worker *w, bool destroy, bool force, const char *
     }
     for (int k = 0; k < SLOTS && dropped; k++)
         if (w->s[k].p && w->s[k].dom == 2)
-            w->s[k].p = NULL; /* released with the domain: no free */
+            w->s[k].p = NULL, w->unmarked &= ~(1u << k); /* released with the domain: no free */
     if (st == CCA_OK && destroy) {
         w->own = NULL;
         own_domain_create(w, tagged);
         return;
     }
+    /* a released domain is awake, unless a whole sleep came since */
+    w->known_gen = ~0u;
+    bool exact = hold(w) == gen;
     cca_domain_stats ds = own_stats(w, tagged);
-    w->asleep = ds.asleep;
-    CHECK(st != CCA_OK || (ds.reserved_bytes == 0 && ds.allocated_bytes == 0 && !ds.asleep),
+    CHECK(st != CCA_OK || !exact || (ds.reserved_bytes == 0 && ds.allocated_bytes == 0 && !ds.asleep),
           "%s: thread %d: a released domain holds %zu bytes (asleep %d)", run.name, w->id, ds.reserved_bytes,
           ds.asleep);
     size_t req = own_requested(w);
     CHECK(ds.requested_bytes == req, "%s: thread %d: after %s, its domain holds %zu requested bytes, not %zu", run.name,
           w->id, cca_status_string(st), ds.requested_bytes, req);
-    if (st == CCA_OK && ccai_rng_below(&w->rng, 2))
-        answer(w, cca_domain_reserve(w->a, w->own, 2 * MIB),
-               ST(CCA_OK) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_UPSTREAM), tagged, "cca_domain_reserve again");
+    bool asleep = w->asleep;
+    unhold();
+    if (st == CCA_OK && ccai_rng_below(&w->rng, 2)) {
+        st = cca_domain_reserve(w->a, w->own, 2 * MIB);
+        exact = hold(w) == gen;
+        unhold();
+        answer(w, st,
+               ST(CCA_OK) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_UPSTREAM) |
+                   (exact && !asleep ? 0 : ST(CCA_ERR_ASLEEP)),
+               tagged, "cca_domain_reserve again");
+    }
 }
 
 /* Sleep the own domain (awake), or sleep it again or wake it (asleep): its
  * state afterwards as the answer says, its host copy as large as its live
  * bytes (rounded to CCA_GRANULARITY) while asleep and gone once awake, its
- * live blocks as they were, their bytes back once awake. */
+ * live blocks as they were, their bytes back once awake. A whole op that
+ * came between (exact false) may have slept or woken it on its own: the
+ * answer is one of the same, the state learned. */
 static void step_sleep(worker *w, const char *tagged) {
     cca_sleep_report r;
     size_t blocks = 0, copied = 0; /* the live blocks a sleep copies, and their bytes */
     for (int k = 0; k < SLOTS; k++)
         if (w->s[k].p && w->s[k].dom == 2)
             blocks++, copied += (w->s[k].size + CCA_GRANULARITY - 1) / CCA_GRANULARITY * CCA_GRANULARITY;
+    unsigned gen = hold(w);
     cca_domain_stats before = own_stats(w, tagged), after;
-    if (!w->asleep) {
-        cca_status st = cca_domain_sleep(w->a, w->own, 0, &r);
-        if (!run.expandable) {
-            answer(w, st, ST(CCA_ERR_UPSTREAM), tagged, "cca_domain_sleep over classic segments");
-            return;
-        }
+    bool was = w->asleep, recorded = w->recorded_known, again = was && ccai_rng_below(&w->rng, 3) == 0;
+    unhold();
+    cca_status st = !was    ? cca_domain_sleep(w->a, w->own, 0, &r)
+                    : again ? cca_domain_sleep(w->a, w->own, CCA_SLEEP_DISCARD, &r)
+                            : cca_domain_wake(w->a, w->own, &r);
+    if (!was && !run.expandable)
+        answer(w, st, ST(CCA_ERR_UPSTREAM), tagged, "cca_domain_sleep over classic segments");
+    else if (!was)
         answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_NOT_READY), tagged,
                "cca_domain_sleep");
-        after = own_stats(w, tagged);
-        w->asleep = after.asleep;
-        CHECK(w->asleep == (st == CCA_OK) || (w->asleep && st == CCA_ERR_UPSTREAM),
+    else if (again) /* asleep already: CCA_OK, or a refused unmap again */
+        answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM), tagged, "cca_domain_sleep, asleep");
+    else
+        answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_OUT_OF_MEMORY), tagged, "cca_domain_wake");
+    w->known_gen = ~0u; /* learned at the hold */
+    bool exact = hold(w) == gen;
+    after = own_stats(w, tagged);
+    if (!was) {
+        if (!run.expandable) {
+            unhold();
+            return;
+        }
+        CHECK(!exact || w->asleep == (st == CCA_OK) || (w->asleep && st == CCA_ERR_UPSTREAM),
               "%s: thread %d: cca_domain_sleep answered %s and left the domain %s", run.name, w->id,
               cca_status_string(st), w->asleep ? "asleep" : "awake");
         w->recorded = blocks;
-        CHECK(w->asleep
-                  ? after.host_bytes >= copied && (st != CCA_OK || (r.bytes_copied == copied && r.blocks == blocks))
-                  : after.host_bytes == 0,
+        w->recorded_known = exact && st == CCA_OK;
+        CHECK(!exact || (w->asleep ? after.host_bytes >= copied &&
+                                         (st != CCA_OK || (r.bytes_copied == copied && r.blocks == blocks))
+                                   : after.host_bytes == 0),
               "%s: thread %d: cca_domain_sleep (%s): %zu host bytes, %zu copied, for %zu live bytes", run.name, w->id,
               cca_status_string(st), after.host_bytes, r.bytes_copied, copied);
-    } else if (ccai_rng_below(&w->rng, 3) == 0) { /* asleep already: CCA_OK, or a refused unmap again */
-        cca_status st = cca_domain_sleep(w->a, w->own, CCA_SLEEP_DISCARD, &r);
-        answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM), tagged, "cca_domain_sleep, asleep");
-        after = own_stats(w, tagged);
-        CHECK(after.asleep && after.host_bytes == before.host_bytes && r.bytes_copied == 0 && r.host_bytes == 0,
+    } else if (again) {
+        for (int k = 0; k < SLOTS && !exact; k++) /* a whole wake came first: it discarded an awake domain */
+            w->unmarked |= w->s[k].p && w->s[k].dom == 2 ? 1u << k : 0;
+        remark(w);
+        CHECK(!exact ||
+                  (after.asleep && after.host_bytes == before.host_bytes && r.bytes_copied == 0 && r.host_bytes == 0),
               "%s: thread %d: a sleep of an asleep domain: asleep %d, %zu host bytes (%zu before), %zu copied",
               run.name, w->id, after.asleep, after.host_bytes, before.host_bytes, r.bytes_copied);
+        w->recorded_known = exact && recorded;
     } else {
-        cca_status st = cca_domain_wake(w->a, w->own, &r);
-        answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_OUT_OF_MEMORY), tagged, "cca_domain_wake");
-        after = own_stats(w, tagged);
-        w->asleep = after.asleep;
-        CHECK(w->asleep == (st != CCA_OK), "%s: thread %d: cca_domain_wake answered %s and left the domain %s",
-              run.name, w->id, cca_status_string(st), w->asleep ? "asleep" : "awake");
-        CHECK(st == CCA_OK ? after.host_bytes == 0 && r.bytes_copied == copied && r.blocks == w->recorded
-                           : after.host_bytes == before.host_bytes,
+        CHECK(!exact || w->asleep == (st != CCA_OK),
+              "%s: thread %d: cca_domain_wake answered %s and left the domain %s", run.name, w->id,
+              cca_status_string(st), w->asleep ? "asleep" : "awake");
+        /* the copy and the blocks recorded known when its own sleep put it
+         * to sleep (a whole sleep may have discarded) */
+        CHECK(!exact || (st == CCA_OK ? after.host_bytes == 0 &&
+                                            (!recorded || (r.bytes_copied == copied && r.blocks == w->recorded))
+                                      : after.host_bytes == before.host_bytes),
               "%s: thread %d: cca_domain_wake (%s): %zu host bytes (%zu before), %zu bytes copied back of %zu, %zu "
               "blocks woken of %zu recorded",
               run.name, w->id, cca_status_string(st), after.host_bytes, before.host_bytes, r.bytes_copied, copied,
               r.blocks, w->recorded);
-        for (int k = 0; k < SLOTS && !w->asleep; k++)
-            if (w->s[k].p && w->s[k].dom == 2)
+        w->recorded_known = exact && recorded && st != CCA_OK;
+        for (int k = 0; k < SLOTS; k++)
+            if (w->s[k].dom == 2)
                 check_bytes(w, &w->s[k], "after sleep and wake");
     }
+    unhold();
     /* whatever the answer, the domain's live blocks are what they were (its
-     * pending frees may have completed) */
+     * pending frees may have completed; a whole op changes no block) */
     CHECK(after.requested_bytes == before.requested_bytes && after.allocated_bytes <= before.allocated_bytes &&
               after.active_blocks <= before.active_blocks,
           "%s: thread %d: sleep or wake changed the domain's blocks: %zu requested, %zu allocated in %zu; was %zu, %zu "
@@ -511,15 +622,94 @@ static void step_sleep(worker *w, const char *tagged) {
           before.allocated_bytes, before.active_blocks);
 }
 
+/* The default and the common domain of w's allocator: asleep or not. */
+static void whole_states(worker *w, bool out[2], const char *tagged) {
+    cca_domain *const d[2] = {NULL, w->common};
+    for (int j = 0; j < 2; j++) {
+        cca_domain_stats ds = {0};
+        if (j == 0 || w->common)
+            answer(w, cca_get_domain_stats(w->a, d[j], &ds), ST(CCA_OK), tagged, "cca_get_domain_stats");
+        out[j] = ds.asleep;
+    }
+}
+
+/* cca_sleep (flags 0, or CCA_SLEEP_DISCARD a quarter of the time) while
+ * the default domain is awake, else cca_wake (a quarter of the time the
+ * other one), under the write lock: no thread touches a block meanwhile,
+ * while the others' allocs, frees, sleeps and wakes of their own domains
+ * run on. The default and common domains change only here: their states
+ * before are as known, and after (ccalloc.h):
+ *  - cca_sleep CCA_OK: both asleep; any answer: asleep before, asleep
+ *    after; a refusal that woke again what it had put to sleep ("woken
+ *    again", the report zeros): as before, unless "could not be";
+ *    classic segments: CCA_ERR_UPSTREAM, nothing changed;
+ *  - cca_wake CCA_OK: both awake; any answer: awake before, awake after;
+ *    a refusal woke in order: the default still asleep, the common too.
+ * Own domains may be slept or woken: each thread learns its own at its
+ * next hold. */
+static void step_whole(worker *w, const char *tagged) {
+    const int n = w->id % run.tenants;
+    bool before[2], after[2];
+    cca_sleep_report r;
+    pthread_rwlock_wrlock(&run.whole);
+    whole_states(w, before, tagged);
+    CHECK(before[0] == run.asleep[n][0] && before[1] == run.asleep[n][1],
+          "%s: thread %d: default asleep %d, common %d; the whole ops left %d, %d", run.name, w->id, before[0],
+          before[1], run.asleep[n][0], run.asleep[n][1]);
+    bool sleep = !before[0] != (ccai_rng_below(&w->rng, 4) == 0);
+    unsigned flags = ccai_rng_below(&w->rng, 4) == 0 ? CCA_SLEEP_DISCARD : 0;
+    run.gen++;
+    cca_status st = sleep ? cca_sleep(w->a, flags, &r) : cca_wake(w->a, &r);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", cca_last_error());
+    unsigned allowed = !run.expandable ? (sleep ? ST(CCA_ERR_UPSTREAM) : ST(CCA_OK))
+                       : sleep ? ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_NOT_READY)
+                               : ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_OUT_OF_MEMORY);
+    answer(w, st, allowed, tagged, sleep ? "cca_sleep" : "cca_wake");
+    whole_states(w, after, tagged);
+    bool undone = sleep && st != CCA_OK && strstr(msg, "were woken again") && !strstr(msg, "could not be");
+    for (int j = 0; j < (w->common ? 2 : 1); j++) {
+        const char *name = j ? "common" : "default";
+        if (sleep)
+            CHECK((st != CCA_OK || after[j]) && (!before[j] || after[j]) && (!undone || after[j] == before[j]) &&
+                      (run.expandable || after[j] == before[j]),
+                  "%s: thread %d: cca_sleep (%s, flags %u) left the %s domain %s (%s before): '%s'", run.name, w->id,
+                  cca_status_string(st), flags, name, after[j] ? "asleep" : "awake", before[j] ? "asleep" : "awake",
+                  msg);
+        else
+            CHECK((st != CCA_OK || !after[j]) && (before[j] || !after[j]),
+                  "%s: thread %d: cca_wake (%s) left the %s domain %s (%s before): '%s'", run.name, w->id,
+                  cca_status_string(st), name, after[j] ? "asleep" : "awake", before[j] ? "asleep" : "awake", msg);
+    }
+    CHECK(sleep || st == CCA_OK || !(before[0] && after[0]) || after[1] == before[1],
+          "%s: thread %d: cca_wake (%s) woke the common domain, not the default before it: '%s'", run.name, w->id,
+          cca_status_string(st), msg);
+    CHECK(!undone || (r.blocks == 0 && r.bytes_copied == 0 && r.bytes_unmapped == 0 && r.host_bytes == 0),
+          "%s: thread %d: a refused cca_sleep reports %zu blocks, %zu bytes unmapped", run.name, w->id, r.blocks,
+          r.bytes_unmapped);
+    run.asleep[n][0] = after[0], run.asleep[n][1] = after[1];
+    run.discards += sleep && (flags & CCA_SLEEP_DISCARD);
+    w->wholes++;
+    w->wholes_ok += st == CCA_OK;
+    pthread_rwlock_unlock(&run.whole);
+}
+
 /* A request into slot k: its answer as the domain's state allows. */
 static void step_alloc(worker *w, slot *s, int k, const char *tagged) {
     slot got = {.size = draw_size(&w->rng, run.capacity)};
     void *p;
+    unsigned gen = hold(w);
+    const int n = w->id % run.tenants;
+    const bool known[3] = {run.asleep[n][0], run.asleep[n][1], w->asleep}; /* each domain's state */
+    unhold();
     cca_status st = ta_alloc(&w->rng, w->a, (cca_domain *const[3]){NULL, w->common, w->own}, OWN_BLOCK_MAX, &got, &p);
     got.p = p;
-    bool asleep = got.dom == 2 && w->asleep;
-    unsigned allowed = asleep ? ST(CCA_ERR_ASLEEP) : ST(CCA_OK) | ST(CCA_ERR_OUT_OF_MEMORY);
-    if (!answer(w, st, allowed, tagged, asleep ? "cca_alloc_in an asleep domain" : "cca_alloc"))
+    bool exact = hold(w) == gen, asleep = known[got.dom];
+    unhold();
+    unsigned allowed = !exact   ? ST(CCA_OK) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_ASLEEP)
+                       : asleep ? ST(CCA_ERR_ASLEEP)
+                                : ST(CCA_OK) | ST(CCA_ERR_OUT_OF_MEMORY);
+    if (!answer(w, st, allowed, tagged, exact && asleep ? "cca_alloc_in an asleep domain" : "cca_alloc"))
         return;
     CHECK((st == CCA_OK) == (got.p != NULL), "%s: thread %d: %s with pointer %p", run.name, w->id,
           cca_status_string(st), (void *)got.p);
@@ -530,7 +720,9 @@ static void step_alloc(worker *w, slot *s, int k, const char *tagged) {
     w->own_allocs += got.dom == 2;
     *s = got;
     answer(w, cca_block_size(w->a, s->p, &s->held), ST(CCA_OK), tagged, "cca_block_size");
-    ta_mark(s, w->id, k);
+    w->unmarked |= 1u << k; /* marked at the hold, its domain awake (now, or at a later hold) */
+    hold(w);
+    unhold();
 }
 
 static void step(worker *w, int i) {
@@ -560,16 +752,20 @@ static void step(worker *w, int i) {
     } else if (op < 66) {
         answer(w, cca_check_invariants(w->a), ST(CCA_OK), tagged, "cca_check_invariants");
     } else if (op < 69 && w->common) {
+        hold(w); /* no whole op while it looks */
         cca_domain_stats ds = own_stats(w, tagged);
         size_t req = own_requested(w);
         CHECK(ds.requested_bytes == req && ds.alloc_calls == w->own_allocs && (bool)ds.asleep == w->asleep,
               "%s: thread %d: its domain holds %zu requested bytes in %" PRIu64 " allocs (asleep %d); it made %zu in "
               "%" PRIu64 " (asleep %d)",
               run.name, w->id, ds.requested_bytes, ds.alloc_calls, ds.asleep, req, w->own_allocs, w->asleep);
+        unhold();
     } else if (op < 71 && w->common) {
         own_domain_release(w, ccai_rng_below(&w->rng, 2), ccai_rng_below(&w->rng, 3) == 0, tagged);
     } else if (op < 76 && w->common) {
         step_sleep(w, tagged);
+    } else if (op == 76 && ccai_rng_below(&w->rng, WHOLE_ONE_IN) == 0) {
+        step_whole(w, tagged);
     } else if (!s->p) {
         step_alloc(w, s, k, tagged);
     }
@@ -587,9 +783,18 @@ static cca_stats audit_tenant(int n, int round) {
         cca_domain_stats ds;
         cca_get_domain_stats(run.a[n], w->own, &ds);
         size_t own_req = own_requested(w);
+        if (w->known_gen != run.gen) /* a whole op since it last looked: its state unknown to it */
+            w->asleep = ds.asleep, w->known_gen = run.gen, w->recorded_known = false;
         CHECK(ds.requested_bytes == own_req && (bool)ds.asleep == w->asleep,
               "%s: round %d: thread %d's domain holds %zu requested (asleep %d), not %zu (asleep %d)", run.name, round,
               t, ds.requested_bytes, ds.asleep, own_req, w->asleep);
+    }
+    cca_domain *const d[2] = {NULL, run.common[n]};
+    for (int j = 0; j < (run.common[n] ? 2 : 1); j++) { /* the default and common domains as the whole ops left them */
+        cca_domain_stats ds;
+        cca_get_domain_stats(run.a[n], d[j], &ds);
+        CHECK((bool)ds.asleep == run.asleep[n][j], "%s: round %d: the %s domain of allocator %d asleep %d, not %d",
+              run.name, round, j ? "common" : "default", n, ds.asleep, run.asleep[n][j]);
     }
     return st;
 }
@@ -629,6 +834,8 @@ static void audit(int round) {
 static void worker_finish(worker *w) {
     char tagged[64];
     tag(w, STEPS, tagged, sizeof tagged);
+    hold(w); /* the whole ops are over: what it knows is exact */
+    unhold();
     if (w->asleep) {
         cca_sleep_report r;
         cca_status st = cca_domain_wake(w->a, w->own, &r);
@@ -691,24 +898,32 @@ static void run_one(const char *name, const char *conf, size_t capacity, int bac
         return; /* setup failed */
     atomic_store(&fx.on, true);
     pthread_barrier_init(&run.meet, NULL, THREADS);
+    pthread_rwlockattr_t rwa; /* a whole op waits for the holds in progress only */
+    pthread_rwlockattr_init(&rwa);
+    pthread_rwlockattr_setkind_np(&rwa, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&run.whole, &rwa);
+    pthread_rwlockattr_destroy(&rwa);
     atomic_store(&sink_calls, true);
     pthread_t th[THREADS];
     for (int t = 0; t < THREADS; t++) { /* thread t uses allocator t % tenants */
         worker *w = &run.w[t];
-        *w = (worker){.id = t, .a = run.a[t % tenants], .common = run.common[t % tenants]};
+        *w = (worker){.id = t, .a = run.a[t % tenants], .common = run.common[t % tenants], .known_gen = ~0u};
         ccai_rng_seed(&w->rng, seed * 100 + (uint64_t)t);
         pthread_create(&th[t], NULL, worker_main, w);
     }
     for (int t = 0; t < THREADS; t++)
         pthread_join(th[t], NULL);
     pthread_barrier_destroy(&run.meet);
+    pthread_rwlock_destroy(&run.whole);
     atomic_store(&sink_calls, false);
     atomic_store(&fx.on, false);
-    uint64_t allocs = 0, ooms = 0, counted_ooms = 0, injected = 0;
+    uint64_t allocs = 0, ooms = 0, counted_ooms = 0, injected = 0, wholes = 0, wholes_ok = 0;
     for (int t = 0; t < THREADS; t++)
-        allocs += run.w[t].allocs, ooms += run.w[t].ooms;
+        allocs += run.w[t].allocs, ooms += run.w[t].ooms, wholes += run.w[t].wholes, wholes_ok += run.w[t].wholes_ok;
     for (int n = 0; n < tenants; n++) {
         cca_allocator *a = run.a[n];
+        /* every block freed: a whole sleep's default and common domains wake with nothing to map */
+        CHECK(cca_wake(a, NULL) == CCA_OK, "%s: the last wake: %s", name, cca_last_error());
         if (run.common[n] && cca_domain_destroy(a, run.common[n], 0, NULL) != CCA_OK)
             fail("%s: destroying the common domain: %s", name, cca_last_error());
         CHECK(cca_empty_cache(a, NULL) == CCA_OK, "%s: empty cache: %s", name, cca_last_error());
@@ -743,8 +958,9 @@ static void run_one(const char *name, const char *conf, size_t capacity, int bac
     }
     cca_upstream_destroy(run.u);
     cca_upstream_destroy(fx.inner);
-    printf("threads_faults [%s]: %" PRIu64 " allocs, %" PRIu64 " ooms, %" PRIu64 " injected:%s\n", name, allocs, ooms,
-           injected, used ? counts : " none");
+    printf("threads_faults [%s]: %" PRIu64 " allocs, %" PRIu64 " ooms, %" PRIu64 " whole sleeps and wakes (%" PRIu64
+           " CCA_OK), %" PRIu64 " injected:%s\n",
+           name, allocs, ooms, wholes, wholes_ok, injected, used ? counts : " none");
 }
 
 int main(int argc, char **argv) {

@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -562,13 +563,12 @@ static void cpu_model(char *buf, size_t len) {
 }
 
 void ccb_write_machine_md(FILE *f) {
-    char uname_line[512] = "unknown", cpu[256];
-    FILE *p = popen("uname -a", "r");
-    if (p) {
-        if (fgets(uname_line, sizeof uname_line, p))
-            uname_line[strcspn(uname_line, "\n")] = '\0';
-        pclose(p);
-    }
+    /* the kernel's own answer (uname(2)), never a `uname` found on PATH */
+    char uname_line[1200] = "unknown", cpu[256];
+    struct utsname u;
+    if (uname(&u) == 0)
+        snprintf(uname_line, sizeof uname_line, "%s %s %s %s %s", u.sysname, u.nodename, u.release, u.version,
+                 u.machine);
     cpu_model(cpu, sizeof cpu);
     char date[64];
     time_t now = time(NULL);

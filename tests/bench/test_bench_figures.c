@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "ccalloc.h"
@@ -760,4 +761,43 @@ Test(figures, an_iterations_row_lost_to_host_memory_fails_the_output) {
  * the run exited 0. */
 Test(figures, a_domains_table_lost_to_host_memory_fails_the_output) {
     loss_counted(write_readme, "README.md", 1);
+}
+
+/* The machine line every README carries is the kernel's own uname(2) answer:
+ * it ran `uname -a` through a shell (popen), so a `uname` earlier in PATH
+ * wrote the line, and no PATH gave "unknown". */
+Test(figures, the_machine_line_is_the_kernels_answer_whatever_the_path) {
+    struct utsname u;
+    cr_assert_eq(uname(&u), 0);
+    char want[1200];
+    snprintf(want, sizeof want, "- machine: `%s %s %s %s %s`\n", u.sysname, u.nodename, u.release, u.version,
+             u.machine);
+    char dir[] = "/tmp/ccb_machine_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char fake[64];
+    snprintf(fake, sizeof fake, "%s/uname", dir);
+    FILE *s = fopen(fake, "w");
+    cr_assert_not_null(s);
+    fputs("#!/bin/sh\necho planted\n", s);
+    cr_assert_eq(fclose(s), 0);
+    cr_assert_eq(chmod(fake, 0755), 0);
+    const char *old = getenv("PATH");
+    char *saved = old ? strdup(old) : NULL;
+    const char *paths[] = {dir, "", "/nonexistent"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        cr_assert_eq(setenv("PATH", paths[i], 1), 0);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        cr_assert_not_null(f);
+        ccb_write_machine_md(f);
+        cr_assert_eq(fclose(f), 0);
+        cr_assert_eq(strncmp(text, want, strlen(want)), 0, "PATH=%s: %s, not %s", paths[i], text, want);
+        free(text);
+    }
+    if (saved)
+        setenv("PATH", saved, 1);
+    free(saved);
+    unlink(fake);
+    rmdir(dir);
 }

@@ -1512,7 +1512,10 @@ cca_status cca_check_invariants(const cca_allocator *a);
  * time), a device that cannot be created (logged once, when it failed),
  * out of memory (logged by the allocator when log_oom:1, the default), any
  * other cca_alloc failure, the thread's current domain destroyed since it
- * was set (CCA_ERR_INVALID_ARGUMENT).
+ * was set (CCA_ERR_INVALID_ARGUMENT). The message of an out-of-memory is
+ * cca_alloc's own, and its one log line the allocator's (none with
+ * log_oom:0); every other failure's message begins "cca_plug_alloc of N
+ * bytes on device D" (plus " in this thread's domain P" with a domain).
  * Cost: two atomic loads, a thread-local read and cca_alloc's (or
  * cca_alloc_in's); the first call on a device
  * creates its upstream and allocator under the plug's lock. */

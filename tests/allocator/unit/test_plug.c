@@ -291,6 +291,29 @@ Test(plug, out_of_memory_is_null_and_logged_once) {
     cca_plug_free(keep, 1024, 0, NULL);
 }
 
+/* ccalloc.h: an OOM's message is cca_alloc's own, not prefixed with the
+ * plug's "cca_plug_alloc of N bytes" (every other failure's is), and its one
+ * log line is the allocator's: none with log_oom:0. */
+Test(plug, out_of_memory_keeps_the_allocators_message_and_its_log_rule) {
+    const char *confs[] = {NULL, "log_oom:0"};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(cca_plug_reset(), CCA_OK);
+        logged.lines = 0;
+        cr_assert_eq(cca_plug_configure("host:8M", confs[i]), CCA_OK);
+        cca_allocator *a = plug_allocator(0);
+        void *direct = NULL;
+        cr_assert_eq(cca_alloc(a, 16 * MiB, NULL, &direct), CCA_ERR_OUT_OF_MEMORY);
+        char want[1024];
+        snprintf(want, sizeof want, "%s", cca_last_error());
+        int lines = logged.lines;
+        cr_assert_eq(lines, i == 0 ? 1 : 0, "log_oom %s: %d lines", confs[i] ? "0" : "1", lines);
+        cr_assert_null(cca_plug_alloc(16 * MiB, 0, NULL));
+        cr_assert_str_eq(cca_last_error(), want, "the plug's OOM message is cca_alloc's");
+        cr_assert_eq(logged.lines, 2 * lines, "one line per OOM, the allocator's, or none");
+        tu_check(a);
+    }
+}
+
 Test(plug, size_that_overflows_rounding_is_null_and_logged) {
     cr_assert_eq(cca_plug_configure("host:8M", NULL), CCA_OK);
     cr_assert_null(cca_plug_alloc(SIZE_MAX, 0, NULL));

@@ -557,17 +557,19 @@ static void step_sleep(worker *w, const char *tagged) {
     cca_status st = !was    ? cca_domain_sleep(w->a, w->own, 0, &r)
                     : again ? cca_domain_sleep(w->a, w->own, CCA_SLEEP_DISCARD, &r)
                             : cca_domain_wake(w->a, w->own, &r);
+    w->known_gen = ~0u;          /* learned at the hold */
+    bool exact = hold(w) == gen; /* before the answer: a whole op between widens what it may be */
     if (!was && !run.expandable)
         answer(w, st, ST(CCA_ERR_UPSTREAM), tagged, "cca_domain_sleep over classic segments");
     else if (!was)
         answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_NOT_READY), tagged,
                "cca_domain_sleep");
-    else if (again) /* asleep already: CCA_OK, or a refused unmap again */
-        answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM), tagged, "cca_domain_sleep, asleep");
+    else if (again) /* asleep already: CCA_OK, or a refused unmap again; a whole wake between: a sleep's answers */
+        answer(w, st,
+               ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | (exact ? 0 : ST(CCA_ERR_OUT_OF_MEMORY) | ST(CCA_ERR_NOT_READY)),
+               tagged, "cca_domain_sleep, asleep");
     else
         answer(w, st, ST(CCA_OK) | ST(CCA_ERR_UPSTREAM) | ST(CCA_ERR_OUT_OF_MEMORY), tagged, "cca_domain_wake");
-    w->known_gen = ~0u; /* learned at the hold */
-    bool exact = hold(w) == gen;
     after = own_stats(w, tagged);
     if (!was) {
         if (!run.expandable) {

@@ -719,7 +719,7 @@ int ccb_write_driver_whole_maps_md(FILE *f, const char *upstream, const ccb_driv
                                    const ccb_driver_row *mrows, size_t nm, const char *why);
 void ccb_write_driver_whole_maps_csv(FILE *f, const ccb_driver_vm_row *rows, size_t n, const ccb_driver_row *mrows,
                                      size_t nm);
-/* Write the machine description (uname -a, CPU model, date) as markdown. */
+/* Write the machine description (uname(2)'s five fields, CPU model, date) as markdown. */
 void ccb_write_machine_md(FILE *f);
 /* A strategy or trace name as a file name (timeline/T__S.csv, timeline_T.png):
  * '/', '=', ',', ':', ' ', '"', '#' and control bytes -> '_' (ratios.dat's
@@ -751,7 +751,8 @@ typedef struct ccb_outdir {
  * not a directory, a path over 4095 bytes: never cut). */
 int ccb_mkdir_p(const char *path);
 /* dir/name (name alone when dir is NULL) opened for writing, or NULL with a
- * message on stderr; refused, before the open empties it, when it is a
+ * message on stderr; refused, before it is emptied (the check is of the
+ * descriptor the open returned), when it is a
  * regular file that is a trace this process read (ccb_note_input), an
  * output it opened earlier, the file CCALLOC_TRACE names, or where
  * standard output or error goes. */

@@ -16,12 +16,16 @@
  * - Every path made from --out is built in a PATH_MAX buffer and checked:
  *   one that does not fit is an output failure ("path too long"), never
  *   cut to a prefix that would be another file.
- * - An output never lands on another file of the process (taken, before
- *   the open empties it): a regular file that is a trace read (each one
- *   trace.c opens is noted, ccb_note_input, by st_dev/st_ino and birth
- *   time: a deleted file's numbers given to a new one do not carry its
- *   note where the file system keeps birth times and statx answers),
- *   an output
+ * - An output never lands on another file of the process (taken: asked
+ *   of the descriptor the open returned, which neither empties nor moves
+ *   in the file; emptied only once allowed, so a path changed meanwhile
+ *   cannot lead the open elsewhere): a regular file that is a trace read
+ *   (each one trace.c opens is noted, ccb_note_input, by st_dev/st_ino and
+ *   birth time: a deleted file's numbers given to a new one born in a
+ *   later tick of the file system's clock do not carry its note where the
+ *   file system keeps birth times and statx answers; born in the same
+ *   tick, 1-10 ms before Linux 6.13, the two are one file: refused), an
+ *   output
  *   opened earlier in the run (noted the same way by ccb_open_out; a
  *   symlink left in --out), the file CCALLOC_TRACE names, or the one
  *   standard output or error goes to is refused, said and counted as
@@ -31,8 +35,10 @@
  *   file rather than leave it unguarded: a trace is not read (the load's
  *   error), an output is said and counted as above. Each file is noted
  *   once, however often it is read (ccb_noted_files counts them).
- * - Cost: one stat per output opened, plus a walk of the files noted (a
- *   run notes tens), and a walk of them per note.
+ * - Cost: per output opened, a statx of it and of standard output and
+ *   error (each an fstatat more where statx is refused), an fstat and an
+ *   ftruncate, plus a walk of the files noted (a run notes tens); a walk
+ *   of them per note.
  */
 #include "ccbench.h"
 
@@ -47,8 +53,8 @@
 #include <unistd.h>
 
 #include "ccai_escape.h"     /* common/: text from outside, escaped for a person */
-#include "ccai_open.h"       /* common/: ccai_fopen_nowait */
-#include "ccai_stdfds.h"     /* common/: ccai_close_failed, ccai_std_stream_file */
+#include "ccai_open.h"       /* common/: ccai_open_nowait */
+#include "ccai_stdfds.h"     /* common/: ccai_close_failed */
 #include "ccai_trace_path.h" /* common/: the file CCALLOC_TRACE names */
 #include "ccai_write.h"      /* common/: ccai_write_all */
 
@@ -131,8 +137,9 @@ typedef struct file_id {
 
 /* The identity of the regular file fd (path NULL) or path (fd AT_FDCWD)
  * names; false when it cannot be asked or is no regular file. statx
- * refused (EPERM: a seccomp profile older than it) is asked of fstatat,
- * without a birth time. */
+ * refused, whatever the reason (EPERM, EACCES: a seccomp profile older
+ * than it; ENOSYS: a kernel without it, under a glibc that does not fall
+ * back itself), is asked of fstatat, without a birth time. */
 static bool identify(int fd, const char *path, file_id *id) {
     const char *at = path ? path : "";
     int how = path ? 0 : AT_EMPTY_PATH;
@@ -143,7 +150,7 @@ static bool identify(int fd, const char *path, file_id *id) {
         return S_ISREG(sx.stx_mode);
     }
     struct stat st;
-    if (errno != EPERM || fstatat(fd, at, &st, how) != 0)
+    if (fstatat(fd, at, &st, how) != 0)
         return false;
     *id = (file_id){.dev = st.st_dev, .ino = st.st_ino};
     return S_ISREG(st.st_mode);
@@ -230,13 +237,15 @@ static bool recording(file_id *id) {
     return there;
 }
 
-/* Why path must not be written (into why), or NULL: it is a regular file
- * that is also a trace read, the recording, or where standard output or
- * error goes, and writing it would destroy that or mix the two. */
-static const char *taken(const char *path, char *why, size_t len) {
+/* Why the file fd is open on must not be written (into why), or NULL: it
+ * is a regular file that is also a trace read, the recording, or where
+ * standard output or error goes, and writing it would destroy that or mix
+ * the two. Asked of the descriptor, not the path: a path changed between
+ * a check and the open cannot lead the open to another file. */
+static const char *taken(int fd, char *why, size_t len) {
     file_id id, other;
-    if (!identify(AT_FDCWD, path, &id))
-        return NULL; /* not made yet, or not a file that can be overwritten */
+    if (!identify(fd, NULL, &id))
+        return NULL; /* not a file that can be overwritten */
     const input_file *note = noted(&id);
     if (note) {
         if (note->output)
@@ -247,10 +256,12 @@ static const char *taken(const char *path, char *why, size_t len) {
                      note->path ? note->path : "?");
         return why;
     }
-    const char *stream = ccai_std_stream_file(path);
-    if (stream) {
-        snprintf(why, len, "it is the file standard %s goes to (refused: one would overwrite the other)", stream);
-        return why;
+    for (int out = STDOUT_FILENO; out <= STDERR_FILENO; out++) {
+        if (identify(out, NULL, &other) && same_file(&id, &other)) {
+            snprintf(why, len, "it is the file standard %s goes to (refused: one would overwrite the other)",
+                     out == STDOUT_FILENO ? "output" : "error");
+            return why;
+        }
     }
     if (recording(&other) && same_file(&id, &other)) {
         snprintf(why, len, "it is the CCALLOC_TRACE recording (refused: one would overwrite the other)");
@@ -283,14 +294,24 @@ FILE *ccb_open_out(const char *dir, const char *name) {
     char path[PATH_MAX];
     if (ccb_out_path(dir, name, path, sizeof path))
         return NULL;
-    char why[PATH_MAX + 128];
-    if (taken(path, why, sizeof why)) { /* before the open empties it */
-        ccb_out_failed("write", path, why);
+    /* opened as it is, checked, then emptied: the check is of the file
+     * the open reached (a FIFO nobody reads: refused, not waited for) */
+    int fd = ccai_open_nowait(path, CCAI_KEEP);
+    if (fd < 0) {
+        ccb_out_failed("write", path, ccai_open_strerror(errno));
         return NULL;
     }
-    FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
+    char why[PATH_MAX + 128];
+    struct stat st;
+    const char *refused = taken(fd, why, sizeof why);
+    if (!refused && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0)
+        refused = strerror(errno);
+    FILE *f = refused ? NULL : fdopen(fd, "w");
     if (!f) {
-        ccb_out_failed("write", path, ccai_open_strerror(errno));
+        if (!refused)
+            refused = strerror(errno);
+        close(fd);
+        ccb_out_failed("write", path, refused);
     } else if (note_file(fileno(f), path, true) != 0) { /* no later output of the run over it */
         fclose(f);
         ccb_out_failed("write", path, "out of host memory to guard it from the run's later outputs");

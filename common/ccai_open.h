@@ -27,11 +27,16 @@
 #include <string.h>
 #include <unistd.h>
 
-/* open(2) for writing, appending or truncating, that never waits for a
- * FIFO's reader (see above); blocking once open, close-on-exec. -1 with
- * errno on failure. */
-static inline int ccai_open_nowait(const char *path, int append) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
+/* What the open does to a file that is there: empty it, write at its end,
+ * or neither (the caller checks the descriptor, then truncates). */
+enum { CCAI_TRUNCATE = 0, CCAI_APPEND = 1, CCAI_KEEP = 2 };
+
+/* open(2) for writing (how: CCAI_TRUNCATE, CCAI_APPEND or CCAI_KEEP) that
+ * never waits for a FIFO's reader (see above); blocking once open,
+ * close-on-exec. -1 with errno on failure. */
+static inline int ccai_open_nowait(const char *path, int how) {
+    int mode = how == CCAI_APPEND ? O_APPEND : how == CCAI_KEEP ? 0 : O_TRUNC;
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | mode, 0666);
     if (fd < 0)
         return -1;
     int flags = fcntl(fd, F_GETFL);
@@ -44,11 +49,12 @@ static inline int ccai_open_nowait(const char *path, int append) {
     return fd;
 }
 
-/* fopen(path, append ? "a" : "w") that never waits for a FIFO's reader
- * (see above); close-on-exec. NULL with errno on failure. */
-static inline FILE *ccai_fopen_nowait(const char *path, int append) {
-    int fd = ccai_open_nowait(path, append);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, append ? "a" : "w");
+/* fopen(path, how == CCAI_APPEND ? "a" : "w") that never waits for a
+ * FIFO's reader (see above); close-on-exec; CCAI_KEEP empties nothing.
+ * NULL with errno on failure. */
+static inline FILE *ccai_fopen_nowait(const char *path, int how) {
+    int fd = ccai_open_nowait(path, how);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, how == CCAI_APPEND ? "a" : "w");
     if (!f && fd >= 0) {
         int e = errno;
         close(fd);

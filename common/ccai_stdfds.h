@@ -23,12 +23,15 @@
  *
  * Cost: three fcntl calls at start; an open for each closed descriptor.
  *
- * ccai_std_stream_file says whether standard output or error goes to the
- * regular file a path names (`ccbench replay --out d >d/results.md`): an
- * output opened there would be written at another offset of the same file
- * as the stream, each overwriting the other, so the tools refuse it
- * (ccrun compares its outputs its own way, runtime/ccrun/output.c). Cost:
- * one stat and two fstat.
+ * ccai_std_stream_of says whether standard output or error goes to the
+ * regular file open on a descriptor (`cck_bench --csv f >f`): an output
+ * written there would be at another offset of the same file as the
+ * stream, each overwriting the other, so the tools refuse it. It asks the
+ * descriptor an open returned, before the file is emptied, never the path
+ * (a path changed between a check and the open would lead the open to
+ * another file); ccbench asks the same of its outputs (bench/outputs.c),
+ * ccrun compares its outputs its own way (runtime/ccrun/output.c). Cost:
+ * three fstat.
  */
 #ifndef CCAI_STDFDS_H
 #define CCAI_STDFDS_H
@@ -57,14 +60,14 @@ static inline int ccai_close_failed(int e) {
 }
 
 /* "output" or "error" when standard output or error goes to the regular
- * file path names (symlinks followed, hard links found), else NULL. */
-static inline const char *ccai_std_stream_file(const char *path) {
+ * file open on fd (whatever name opened it), else NULL. */
+static inline const char *ccai_std_stream_of(int fd) {
     struct stat st, fd_st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return NULL;
-    for (int fd = STDOUT_FILENO; fd <= STDERR_FILENO; fd++)
-        if (fstat(fd, &fd_st) == 0 && S_ISREG(fd_st.st_mode) && fd_st.st_dev == st.st_dev && fd_st.st_ino == st.st_ino)
-            return fd == STDOUT_FILENO ? "output" : "error";
+    for (int out = STDOUT_FILENO; out <= STDERR_FILENO; out++)
+        if (fstat(out, &fd_st) == 0 && S_ISREG(fd_st.st_mode) && fd_st.st_dev == st.st_dev && fd_st.st_ino == st.st_ino)
+            return out == STDOUT_FILENO ? "output" : "error";
     return NULL;
 }
 

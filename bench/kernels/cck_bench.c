@@ -74,9 +74,9 @@
 
 #include "ccai_decimal.h" /* common/: ccai_decimal_uint */
 #include "ccai_escape.h"  /* common/: a path or value from the command line, escaped for a person */
-#include "ccai_open.h"    /* common/: ccai_fopen_nowait */
+#include "ccai_open.h"    /* common/: ccai_open_nowait */
 #include "ccai_rng.h"
-#include "ccai_stdfds.h" /* common/: ccai_hold_std_fds, ccai_close_failed, ccai_std_stream_file */
+#include "ccai_stdfds.h" /* common/: ccai_hold_std_fds, ccai_close_failed, ccai_std_stream_of */
 #include "cck.h"
 
 #ifdef CCK_HAVE_CUDA
@@ -815,16 +815,25 @@ int main(int argc, char **argv) {
             return usage_error(argv[i][0] == '-' ? "unknown option" : "unexpected operand", argv[i], argv0);
         }
     }
-    const char *stream = ccai_std_stream_file(o.csv); /* before the open empties it */
-    if (stream) {
-        char why[96];
+    /* opened as it is (a FIFO nobody reads: refused, not waited for), the
+     * file it reached checked, then emptied */
+    int csv_fd = ccai_open_nowait(o.csv, CCAI_KEEP);
+    if (csv_fd < 0)
+        return said_failed(o.csv, ccai_open_strerror(errno)); /* 1 */
+    const char *stream = ccai_std_stream_of(csv_fd);
+    char why[96];
+    struct stat csv_st;
+    if (stream)
         snprintf(why, sizeof why, "it is the file standard %s goes to (refused: one would overwrite the other)",
                  stream);
+    else if (fstat(csv_fd, &csv_st) == 0 && S_ISREG(csv_st.st_mode) && ftruncate(csv_fd, 0) != 0)
+        snprintf(why, sizeof why, "%s", strerror(errno));
+    else if (!(csv = fdopen(csv_fd, "w")))
+        snprintf(why, sizeof why, "%s", strerror(errno));
+    if (!csv) {
+        close(csv_fd);
         return said_failed(o.csv, why); /* 1 */
     }
-    csv = ccai_fopen_nowait(o.csv, 0); /* a FIFO nobody reads: refused, not waited for */
-    if (!csv)
-        return said_failed(o.csv, ccai_open_strerror(errno)); /* 1 */
     fprintf(csv, "device,kind,op,version,rows,cols,batch,in,out,act,reps,median_ms,min_ms,max_ms,gbps,"
                  "frac_of_copy,gflops,overhead_pct\n");
     if (said_failed(o.csv, write_failed(csv, 0))) { /* before anything is timed */

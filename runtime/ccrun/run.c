@@ -172,7 +172,7 @@ static int load_model(run_state *rs, const char *src, const char *role, ccr_mode
  * replacing the file's earlier contents. */
 static int write_snapshot(run_state *rs) {
     const char *path = rs->o->snapshot_path;
-    FILE *f = ccai_fopen_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
+    FILE *f = ccai_fopen_nowait(path, CCAI_TRUNCATE); /* a FIFO nobody reads: refused, not waited for */
     cca_status st = CCA_ERR_IO;
     int why = errno; /* the reason of a failed write (the writers keep none) */
     if (f) {

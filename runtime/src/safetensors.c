@@ -781,7 +781,7 @@ ccr_status ccr_st_write(const char *path, const char *meta_key, const char *meta
         free(text);
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-float tensor", largest);
     }
-    int fd = ccai_open_nowait(path, 0); /* a FIFO nobody reads: refused, not waited for */
+    int fd = ccai_open_nowait(path, CCAI_TRUNCATE); /* a FIFO nobody reads: refused, not waited for */
     if (fd < 0) {
         free(text);
         free(buf);

@@ -73,7 +73,7 @@ ccr_status ccr_timeline_open(const char *path, ccr_timeline **out) {
     if (!t)
         return ccr_fail(CCR_ERR_OUT_OF_MEMORY, "out of host memory");
     t->path = strdup(path);
-    t->f = t->path ? ccai_fopen_nowait(path, 0) : NULL; /* a FIFO nobody reads: refused, not waited for */
+    t->f = t->path ? ccai_fopen_nowait(path, CCAI_TRUNCATE) : NULL; /* a FIFO nobody reads: refused, not waited for */
     if (!t->f) { /* host memory short: the path, or fdopen's FILE (ENOMEM), not the file */
         ccr_status st = t->path && errno != ENOMEM
                             ? ccr_fail(CCR_ERR_IO, "%s: cannot create timeline: %s", path, ccai_open_strerror(errno))

@@ -213,7 +213,7 @@ static int trace_close(void *cookie) {
  * the file as opened (st_mode 0 when fstat failed). */
 static FILE *open_for_this_process(const char *path, bool append, struct stat *st, int *fd_out) {
     *st = (struct stat){0};
-    int fd = ccai_open_nowait(path, 1);   /* not truncated before the lock is ours */
+    int fd = ccai_open_nowait(path, CCAI_APPEND); /* not truncated before the lock is ours */
     if (fd >= 0 && fd <= STDERR_FILENO) { /* a standard one the program closed: moved above them */
         int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1), e = errno;
         close(fd); /* before the lock: a close drops the process's locks on the file */

@@ -127,7 +127,10 @@ int ccb_mkdir_p(const char *path) {
 /* A file's identity: st_dev/st_ino, and its birth time where the file
  * system keeps one (statx's btime: ext4, xfs, btrfs, tmpfs). A number a
  * deleted file gave back goes to the next file made; the birth time tells
- * the two apart (without it, they are the same file to this guard). */
+ * the two apart (without it, they are the same file to this guard). Not
+ * guarded: a file overlayfs copies up while the run goes on (another
+ * process writes or chmods it: it keeps its number, but its birth time is
+ * the copy's), which is another file to the guard from then on. */
 typedef struct file_id {
     dev_t dev;
     ino_t ino;

@@ -20,8 +20,9 @@
  *   pipe) and the child reaped, then CCAI_CAPTURE_LOST.
  * - Both ends of the pipe are close-on-exec from their creation (the
  *   child's standard output is a copy made in the child, without the
- *   flag): a child another thread starts meanwhile inherits neither end;
- *   one holding the write end would keep this read waiting for its end.
+ *   flag): a program another thread spawns meanwhile inherits neither
+ *   end (a fork that does not exec keeps both, as every descriptor); one
+ *   holding the write end would keep this read waiting for its end.
  * - Returns the child's exit status, or -1 (a pipe, host memory for the
  *   environment's list, or the spawn failed, errno set: an exec that fails
  *   is such a failure, ENOENT or EACCES; a child killed by a signal,

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -121,7 +122,7 @@ static int pipes_held(void) {
 static void *time_sleeper(void *rc) {
     char *argv[] = {"/bin/sh", "-c", "exec sleep 2", NULL};
     double wall, ran;
-    *(int *)rc = ccrun_time_child(argv, &wall, &ran);
+    atomic_store((_Atomic int *)rc, ccrun_time_child(argv, &wall, &ran));
     return NULL;
 }
 
@@ -130,13 +131,15 @@ static void *time_sleeper(void *rc) {
  * child that kept the write end would hold the first's output open, and
  * the first thread's read would wait for the second child's end. */
 Test(ccrun_os_resources, a_child_inherits_no_other_childs_pipe, .timeout = 60) {
-    int held = pipes_held(), sleeper_rc = -2;
+    int held = pipes_held();
+    _Atomic int sleeper_rc = -2;
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, time_sleeper, &sleeper_rc), 0);
     /* the other thread's pipe: two ends at the spawn, its read end alone
-     * once the child runs */
-    while (pipes_held() != held + 1)
+     * once the child runs (a spawn that failed ends the wait: said) */
+    while (pipes_held() != held + 1 && atomic_load(&sleeper_rc) == -2)
         usleep(1000);
+    cr_assert_eq(atomic_load(&sleeper_rc), -2, "the sleeper ended first: %d", atomic_load(&sleeper_rc));
     char script[256];
     snprintf(script, sizeof script, "exec ls /proc/self/fd >%s", paths[LISTING]);
     char *argv[] = {"/bin/sh", "-c", script, NULL};

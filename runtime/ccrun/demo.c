@@ -561,7 +561,7 @@ static void act4_half_run(demo *d, int domains, const char *spec_a, const char *
         cca_empty_cache(ccr_engine_allocator(e), &rr);
         h->rise_read = read0 && device_free_now(d, &free_after);
         h->rise = h->rise_read && free_after > free0 ? free_after - free0 : 0;
-        h->trapped = rr.free_bytes_pinned + rr.free_bytes_trapped;
+        h->trapped = rr.free_bytes_pinned; /* free_bytes_trapped is part of it (ccalloc.h) */
         h->pinned = rr.segments_pinned;
         ccrun_phase(&d->rep, e, "trim", "", ccrun_now_ms() - t,
                     "empty-cache with R loaded: released %s; %s free but trapped in %zu segments pinned by R",

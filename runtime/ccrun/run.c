@@ -331,12 +331,13 @@ static void trim_around_residents(run_state *rs, const char *src, size_t before)
                     "pinned by resident blocks",
                     cca_format_bytes(r.bytes_released, b0, sizeof b0), cca_format_bytes(after - before, b1, sizeof b1),
                     r.segments_pinned);
-    else
+    else /* free_bytes_pinned counts free_bytes_trapped already (ccalloc.h) */
         ccrun_phase(&rs->rep, rs->e, "trim", src, ccrun_now_ms() - t,
-                    "released %s; the process holds %s, as before the model came (%s of it free in %zu segments "
+                    "released %s; the process holds %s, %s before the model came (%s of it free in %zu segments "
                     "pinned by resident blocks)",
                     cca_format_bytes(r.bytes_released, b0, sizeof b0), cca_format_bytes(after, b1, sizeof b1),
-                    cca_format_bytes(r.free_bytes_pinned + r.free_bytes_trapped, b2, sizeof b2), r.segments_pinned);
+                    after == before ? "as" : "less than", cca_format_bytes(r.free_bytes_pinned, b2, sizeof b2),
+                    r.segments_pinned);
 }
 
 /* Step 3: what the process still holds, the error, the JSON document, the

@@ -905,6 +905,20 @@ int ccrun_demo(const ccrun_options *o) {
         return CCRUN_ERR_USAGE;
     }
     free(conf);
+    /* the acts choose the policy and the segments themselves (the --conf
+     * would follow their choice and win: act 2 titled classic running
+     * greedy); a key given is one that holds over two opposite starts */
+    cca_config one, other;
+    cca_config_default(&one);
+    cca_config_default(&other);
+    one.policy = CCA_POLICY_GROWTH, other.policy = CCA_POLICY_GREEDY;
+    one.expandable = 1, other.expandable = 0;
+    if (o->conf && cca_config_parse(&one, o->conf) == CCA_OK && cca_config_parse(&other, o->conf) == CCA_OK &&
+        (one.policy == other.policy || one.expandable == other.expandable)) {
+        ccrun_say("--demo takes no %s in --conf: its acts choose it themselves",
+                  one.policy == other.policy ? "policy" : "expandable");
+        return CCRUN_ERR_USAGE;
+    }
     ccr_device_options dopt = {o->device, 0, o->capacity, o->vm_granularity, o->vm_backing};
     ccr_status st = CCR_OK;
     if (o->upstream) { /* a test's device, borrowed; CUDA when it names itself "cuda:N" (the engine's rule) */

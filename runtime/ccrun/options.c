@@ -80,7 +80,9 @@ static void usage(FILE *f) {
            "                          with resident models trap it (for comparison)\n"
            "  --footprint-sidecar     remember each model file's peak reserved memory in\n"
            "                          FILE.ccfoot and reserve it up front at its next load\n"
-           "                          (in memory within one run: always, with domains)\n"
+           "                          (in memory within one run: always, with domains);\n"
+           "                          needs domains: not with --no-domains, --keep-cache or\n"
+           "                          policy greedy\n"
            "  --json                  print one JSON document instead of the table\n"
            "                          (MODEL runs; not with --demo)\n"
            "  --timeline FILE.csv     one CSV row per allocator event or phase\n"
@@ -309,5 +311,11 @@ int ccrun_parse_options(int argc, char **argv, ccrun_options *o) {
                            o->keep_cache ? "--keep-cache" : "--no-domains");
     if (o->sleep && o->policy && !strcmp(o->policy, "greedy"))
         return usage_error("%s", "--sleep needs memory domains, which policy greedy cannot have");
+    /* the footprint is a domain's peak: without domains nothing is written */
+    if (o->footprint_sidecar && (o->no_domains || o->keep_cache))
+        return usage_error("--footprint-sidecar needs memory domains: not with %s",
+                           o->keep_cache ? "--keep-cache" : "--no-domains");
+    if (o->footprint_sidecar && o->policy && !strcmp(o->policy, "greedy"))
+        return usage_error("%s", "--footprint-sidecar needs memory domains, which policy greedy cannot have");
     return 0;
 }

@@ -400,8 +400,12 @@ static int finish(run_state *rs, int rc) {
 
 /* ccrun MODEL...: open the engine, then per model load, run, unload and
  * release (steps 1-3 above); the first failure stops the sequence. */
+static int domains_policy_ok(run_state *rs, const char *what); /* below, with --sleep's other needs */
+
 static int run_models(const ccrun_options *o) {
     run_state rs = {.o = o, .rep = {stdout, o->json, 0, 0, NULL}};
+    if (o->footprint_sidecar && domains_policy_ok(&rs, "--footprint-sidecar") != CCRUN_OK)
+        return CCRUN_ERR_USAGE;
     int rc = open_engine(&rs); /* on failure rs.e is NULL: finish only frees */
     for (size_t k = 0; k < o->n_models && rc == CCRUN_OK; k++) {
         ccr_model *m = NULL;
@@ -427,6 +431,8 @@ static int run_resident(const ccrun_options *o) {
     ccr_model *res[CCRUN_MAX_RESIDENT] = {0};
     unsigned long long first[CCRUN_MAX_RESIDENT] = {0};
     size_t loaded = 0;
+    if (o->footprint_sidecar && domains_policy_ok(&rs, "--footprint-sidecar") != CCRUN_OK)
+        return CCRUN_ERR_USAGE;
     int rc = open_engine(&rs);
     while (rc == CCRUN_OK && loaded < o->n_resident) {
         const char *src = o->resident[loaded];
@@ -514,12 +520,14 @@ static int wake_model(run_state *rs, ccr_model *m, const char *src) {
  * end every model is unloaded (the last one awake, the others asleep) and
  * everything released. first[j]/m[j]: the model whose text first appears
  * at position j. */
-/* What --sleep needs. Memory domains, before anything is made: --policy
- * greedy is refused with the options, --conf's policy here (exit 2 as
- * well; a config that does not parse is left to the engine's message).
- * Expandable segments, once the engine is open and before the first model
- * loads: expandable:0, or a device without virtual-memory ops (exit 1). */
-static int sleep_policy_ok(run_state *rs) {
+/* What --sleep and --footprint-sidecar (`what`) need: memory domains,
+ * before anything is made: --policy greedy is refused with the options,
+ * --conf's policy here (exit 2 as well; a config that does not parse is
+ * left to the engine's message). --sleep also needs expandable segments,
+ * checked once the engine is open and before the first model loads
+ * (can_sleep): expandable:0, or a device without virtual-memory ops
+ * (exit 1). */
+static int domains_policy_ok(run_state *rs, const char *what) {
     const ccrun_options *o = rs->o;
     cca_config cfg;
     char *conf = ccrun_alloc_conf(o, NULL);
@@ -528,11 +536,11 @@ static int sleep_policy_ok(run_state *rs) {
     free(conf);
     if (!greedy)
         return CCRUN_OK;
-    char *why = ccrun_format("--sleep needs memory domains, which policy greedy cannot have (--conf '%s')",
+    char *why = ccrun_format("%s needs memory domains, which policy greedy cannot have (--conf '%s')", what,
                              o->conf ? o->conf : "");
-    ccrun_say("%s", why ? why : "--sleep needs memory domains");
+    ccrun_say("%s", why ? why : "memory domains needed");
     if (o->json) /* as for a --conf the engine refuses: one document, no device */
-        ccrun_json_document(&rs->rep, NULL, why ? why : "--sleep needs memory domains", 0);
+        ccrun_json_document(&rs->rep, NULL, why ? why : "memory domains needed", 0);
     free(why);
     return CCRUN_ERR_USAGE;
 }
@@ -551,7 +559,7 @@ static int can_sleep(run_state *rs) {
 
 static int run_sleeping(const ccrun_options *o) {
     run_state rs = {.o = o, .rep = {stdout, o->json, 0, 0, NULL}};
-    if (sleep_policy_ok(&rs) != CCRUN_OK)
+    if (domains_policy_ok(&rs, "--sleep") != CCRUN_OK)
         return CCRUN_ERR_USAGE;
     ccr_model **m = calloc(o->n_models, sizeof *m);
     unsigned long long *first = calloc(o->n_models, sizeof *first);

@@ -148,6 +148,17 @@ expect 2 "--seed '99999999999999999999' is not a number" -- --seed 9999999999999
 # the demo: a rejected --conf is a usage error as for MODEL runs; it has no JSON form
 expect 2 "no_such_key" -- --demo --conf "no_such_key:1"
 expect 2 "--json is for MODEL runs" -- --demo --json
+# the acts choose policy and segments: a --conf key would win over them
+# (act 2 titled "classic" ran greedy, act 5 failed)
+# a footprint is a domain's peak: without domains the sidecar was never
+# written, and the run said nothing (exit 0)
+expect 2 "--footprint-sidecar needs memory domains: not with --no-domains" -- --no-domains --footprint-sidecar "mlp:4x4"
+expect 2 "--footprint-sidecar needs memory domains: not with --keep-cache" -- --keep-cache --footprint-sidecar "mlp:4x4"
+expect 2 "--footprint-sidecar needs memory domains, which policy greedy cannot have" -- --policy greedy --footprint-sidecar "mlp:4x4"
+expect 2 "which policy greedy cannot have (--conf 'policy:greedy')" -- --conf policy:greedy --footprint-sidecar "mlp:4x4"
+expect 2 "which policy greedy cannot have (--conf 'policy:greedy')" -- --conf policy:greedy --footprint-sidecar --resident "mlp:4x4" "mlp:4x8"
+expect 2 "--demo takes no policy in --conf" -- --demo --conf "max_reserved:512M,policy:greedy"
+expect 2 "--demo takes no expandable in --conf" -- --demo --conf " expandable : 0 "
 
 check() { # check DESCRIPTION COMMAND...: the command must succeed
     desc=$1; shift

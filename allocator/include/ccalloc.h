@@ -434,8 +434,9 @@ typedef struct cca_host_options {
     uint64_t alloc_latency_ns; /* per upstream alloc; 0 = none (default) */
     uint64_t free_latency_ns;  /* per upstream free;  0 = none (default) */
     /* Virtual memory (the vm_* ops, always present on the simulated
-     * device): mapping granularity, a power of two >= the host page and a
-     * multiple of CCA_GRANULARITY (else CCA_ERR_INVALID_ARGUMENT); 0 =
+     * device): mapping granularity, a power of two >= the host page, a
+     * multiple of CCA_GRANULARITY and at most the capacity (else
+     * CCA_ERR_INVALID_ARGUMENT: not one page would fit); 0 =
      * 2 MiB, the usual GPU figure (on a device of less than 2 MiB, the
      * largest power of two within its capacity, at least the host page,
      * so that one page fits). vm_map latency: alloc_latency_ns, vm_unmap:

@@ -1780,6 +1780,13 @@ def test_vm_granularity_is_the_page_of_expandable_segments():
     for bad in ("3M", 100, 3 << 20):
         with pytest.raises(ccalloc.InvalidArgumentError):
             ccalloc.Allocator("64M", vm_granularity=bad)
+    # a page larger than the device: not one fits (it was taken, and every
+    # allocation then failed); a page of the whole device is taken
+    for bad in ("128M", "1G", 2**63):
+        with pytest.raises(ccalloc.InvalidArgumentError, match="not one page fits"):
+            ccalloc.Allocator("64M", vm_granularity=bad)
+    with ccalloc.Allocator("64M", conf="expandable:1", vm_granularity="64M") as a:
+        a.free(a.alloc(1))
     # a page with a fraction of a byte is no power of two: refused, never
     # taken as the whole page below it
     for bad in ("4096.5", "2.0000001M"):

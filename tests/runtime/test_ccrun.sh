@@ -133,16 +133,19 @@ for backing in pages whole-maps; do
 done
 expect 2 "--seed '-1' is not a number" -- --seed -1 "mlp:4x4"
 # the ends of --vm-granularity's range are taken (4K and 1G: exit 0, the
-# page unused with classic segments); a value given to an option without one
+# page unused with classic segments, on a device one page fits); a page
+# larger than the device is refused (it was taken, every allocation then an
+# OOM that never named the page); a value given to an option without one
 # is refused naming it
 for page in 4K 1G; do
     n=$((n + 1))
-    if "$CCRUN" --device host --capacity 64M --conf expandable:0 --vm-granularity "$page" "mlp:4x4" >"$TMP/out" 2>"$TMP/err"; then
+    if "$CCRUN" --device host --capacity 1G --conf expandable:0 --vm-granularity "$page" "mlp:4x4" >"$TMP/out" 2>"$TMP/err"; then
         echo "ok: ccrun --vm-granularity $page is taken"
     else
         echo "FAIL: ccrun --vm-granularity $page: exit $?, want 0"; cat "$TMP/err"; fails=$((fails + 1))
     fi
 done
+expect 2 "vm_granularity 134217728 is larger than the capacity 67108864: not one page fits" -- --vm-granularity 128M "mlp:4x4"
 expect 2 "option '--keep-cache=1' takes no value" -- --keep-cache=1 "mlp:4x4"
 expect 2 "--seed '99999999999999999999' is not a number" -- --seed 99999999999999999999 "mlp:4x4"
 # the demo: a rejected --conf is a usage error as for MODEL runs; it has no JSON form

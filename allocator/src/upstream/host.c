@@ -19,7 +19,8 @@
  *   cudaMalloc to 2 MiB); capacity and mem_info count rounded bytes (a
  *   capacity off a page multiple cannot be allocated whole). A capacity
  *   below one page is refused at creation: such a device could hold
- *   nothing, every alloc and map an OOM.
+ *   nothing, every alloc and map an OOM; so is a vm_granularity above the
+ *   capacity (not one page of it fits).
  * - Pages live only while allocated: alloc mprotects them READ|WRITE (zero
  *   pages on first touch); free maps fresh PROT_NONE pages over them (mmap
  *   MAP_FIXED): the memory goes back to the OS at once and a later touch
@@ -797,6 +798,10 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
                          "%s: vm_granularity %zu is not a power of two >= the %zu-byte host page and a "
                          "multiple of %u",
                          fn, gran, page, CCA_GRANULARITY);
+    if (gran > o->capacity) /* not one page fits: every map an OOM, greedy's arena none */
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
+                             "%s: vm_granularity %zu is larger than the capacity %zu: not one page fits", fn, gran,
+                             o->capacity);
     if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "%s: vm_backing %d is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)", fn, o->vm_backing);

@@ -269,6 +269,17 @@ Test(upstream_vm, granularity_is_2_mib_by_default_as_configured_otherwise_and_ch
         cr_assert_null(u);
         cr_assert_not_null(strstr(cca_last_error(), "vm_granularity"), "message: %s", cca_last_error());
     }
+    /* a page larger than the device: not one fits (it was taken, and every
+     * map then refused); one of the whole device is taken */
+    cca_host_options over = {.capacity = 64 * MiB, .vm_granularity = 128 * MiB};
+    u = (cca_upstream *)1;
+    cr_assert_eq(cca_upstream_host_create_with(&over, &u), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(u);
+    cr_assert_not_null(strstr(cca_last_error(), "vm_granularity 134217728 is larger than the capacity 67108864"),
+                       "message: %s", cca_last_error());
+    over.vm_granularity = 64 * MiB;
+    cr_assert_eq(cca_upstream_host_create_with(&over, &u), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
     /* the smallest allowed: the host page */
     u = make_vm_device(MiB, P);
     cr_assert_eq(granularity(u), P);

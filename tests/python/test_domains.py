@@ -545,6 +545,41 @@ def test_plug_alloc_follows_the_current_domain(host_plug):
     plug.free(q)
 
 
+def test_a_view_with_live_domains_is_not_closed(host_plug):
+    """Closing a plug view only detaches it: while a domain made through it
+    lives it is refused and changes nothing. It closed, and the domain
+    became `destroyed` with its C domain and memory still in the device's
+    allocator, unreachable (release, destroy and wake raised "closed"), and
+    a `with` block it was in left it current: the next framework
+    allocation landed in it. Once the domains are destroyed the view
+    closes."""
+    d = plug.domain("model-a")
+    with d:
+        with pytest.raises(ccalloc.InvalidArgumentError, match="'model-a'"):
+            d.allocator.close()
+        assert not d.allocator.closed and not d.destroyed
+    p = plug.alloc(MiB)
+    assert domain_of(p) == "default", "the block's end made the default current again"
+    plug.free(p)
+    v = plug.allocator(0)
+    raw = v.domain("raw")
+    with pytest.raises(ccalloc.InvalidArgumentError, match="'raw'"):
+        v.close()
+    q = plug.alloc(MiB)
+    with d:
+        r = plug.alloc(MiB)
+    assert (domain_of(q), domain_of(r)) == ("default", "model-a")
+    plug.free(r)
+    plug.free(q)
+    assert d.release().bytes_released > 0
+    raw.destroy()
+    v.close()
+    assert v.closed
+    d.destroy()
+    d.allocator.close()
+    assert d.allocator.closed and d.destroyed
+
+
 def test_a_block_whose_previous_domain_is_gone_leaves_the_default(host_plug):
     """The domain current before a block (set from C, cca_plug_set_domain, or
     an Allocator.domain of the plug allocator) destroyed during the block:

@@ -289,43 +289,53 @@ def test_close_from_inside_a_call_on_the_same_allocator_is_refused():
     assert lines[1] == "False 1" and lines[2] == "True", r.stdout
 
 
-_FORK_IN_CALL = r"""
+# A thread parked inside an allocation of `a` (the log callback of its OOM
+# line: the allocator's own lock released), and a forked child waited for:
+# its status, or -1 when it was still running after 10 s (killed).
+_PARKED = r"""
 import ctypes, os, signal, threading, time
 import ccalloc
 from ccalloc import plug
 lib = plug.library()
 LOG_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
-a = ccalloc.Allocator("4M")
 inside, release = threading.Event(), threading.Event()
 def sink(_user, line):
     inside.set()
-    release.wait()                 # a thread parked inside a.alloc (its OOM line)
+    release.wait()
 cb = LOG_T(sink)
 setter = lib.dll.cca_set_log_callback
 setter.restype, setter.argtypes = None, [LOG_T, ctypes.c_void_p]
-setter(cb, None)
-def parked():
-    try:
-        a.alloc("64M")
-    except ccalloc.OutOfMemoryError:
-        pass
-t = threading.Thread(target=parked)
-t.start()
-inside.wait()
+def park(a):
+    setter(cb, None)
+    def parked():
+        try:
+            a.alloc("64M")
+        except ccalloc.OutOfMemoryError:
+            pass
+    t = threading.Thread(target=parked)
+    t.start()
+    inside.wait()
+    return t
+def waited(pid):
+    for _ in range(200):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return -1
+"""
+
+_FORK_IN_CALL = _PARKED + r"""
+a = ccalloc.Allocator("4M")
+t = park(a)
 pid = os.fork()
 if pid == 0:                       # the child: that thread does not exist here; nothing logs
     a.free(a.alloc(1000))
     a.close()
     os._exit(0 if a.closed else 1)
-for _ in range(200):
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        break
-    time.sleep(0.05)
-else:
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    status = -1
+status = waited(pid)
 release.set()
 t.join()
 setter(LOG_T(), None)
@@ -345,6 +355,51 @@ def test_a_child_forked_while_a_thread_is_in_a_call_can_close():
     the parked thread holds the log's lock, and a fork during a call on an
     allocator of one's own is outside the C library's promise (ccalloc.h)."""
     r = _run(_FORK_IN_CALL, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.splitlines()[-1] == "child 0", r.stdout + r.stderr[-3000:]
+
+
+_FORK_IN_PLUG = _PARKED + r"""
+plug.configure(upstream="host:4M")
+v = plug.allocator(0)
+pd = plug.domain("pd")
+t = park(v)
+holder_in, holder_out = threading.Event(), threading.Event()
+def holder():                      # a thread inside a `with pd:` entry, its lock held
+    with pd._entered_lock:
+        holder_in.set()
+        holder_out.wait()
+h = threading.Thread(target=holder)
+h.start()
+holder_in.wait()
+pid = os.fork()
+if pid == 0:                       # the child: neither thread exists here; nothing logs
+    with pd:
+        pass
+    pd.destroy()
+    v.close()
+    os._exit(0 if v.closed and pd.destroyed else 1)
+status = waited(pid)
+holder_out.set()
+release.set()
+t.join()
+h.join()
+setter(LOG_T(), None)
+pd.destroy()
+v.close()
+plug.reset()
+print("child", status)
+"""
+
+
+def test_a_child_forked_during_plug_calls_can_use_its_views_and_domains():
+    """Fork and the plug's objects. A plug view (``plug.allocator``) was not
+    among the allocators whose calls in flight the child forgets, so a
+    child forked while another thread was inside a call on it waited for
+    ever in ``close()``; a ``PlugDomain``'s lock, held by a thread entering
+    a ``with`` block at the fork, stayed held in the child, so ``with`` and
+    ``destroy()`` hung there (docs/python.md, ``os.fork()``)."""
+    r = _run(_FORK_IN_PLUG, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert r.stdout.splitlines()[-1] == "child 0", r.stdout + r.stderr[-3000:]
 

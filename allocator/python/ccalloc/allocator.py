@@ -499,7 +499,9 @@ class Allocator:
         self._owned = False
         self._valid = valid
         self._device = device
+        self._made: "weakref.WeakSet[Any]" = weakref.WeakSet()  # domains made through this view (close refuses)
         self._init_calls()
+        _ALLOCATORS.add(self)  # a child of fork() forgets its calls in flight, as an owned one's
         return self
 
     # ---- lifetime ---------------------------------------------------------
@@ -594,11 +596,21 @@ class Allocator:
 
         Blocks still live are released too, and :class:`LiveBlocksError` is
         raised afterwards: the allocator is closed either way. A borrowed
-        allocator (``ccalloc.plug.allocator``) is only detached. Closing
+        allocator (``ccalloc.plug.allocator``) is only detached, and
+        refused (:class:`InvalidArgumentError`, nothing changes) while a
+        domain made through it is not destroyed: the domain would be
+        unusable with its memory still in the device's allocator. Closing
         twice does nothing. Calls in flight on other threads are waited
         for; from inside a call on this allocator (a log callback) it
         raises :class:`InvalidArgumentError` and changes nothing.
         """
+        if not getattr(self, "_owned", True) and self._live_handle() is not None:
+            alive = [d.name for d in list(self._made) if not d.destroyed]
+            if alive:
+                raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
+                                     f"close() of a plug view with {len(alive)} domain(s) made through it not "
+                                     f"destroyed ({', '.join(repr(n) for n in alive[:4])}): destroy them first "
+                                     "(ccalloc.plug.reset() closes both)")
         me = threading.get_ident()
         handle = upstream = None
         try:
@@ -918,7 +930,10 @@ class Allocator:
         def create() -> Any:
             raise_for(self._lib, self._c(self._lib.cca_domain_create, c_string(self._lib, name, "domain name"),
                                          ctypes.byref(out)))
-            return make(out.value)
+            made = make(out.value)
+            if not self._owned:
+                self._made.add(made)
+            return made
 
         return self._making(out, create, self._lib.cca_domain_destroy, 0, None)
 

@@ -20,8 +20,10 @@ that the adapter is enabled.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import threading
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _lib
@@ -74,7 +76,8 @@ def configuration() -> Tuple[Optional[str], Optional[str]]:
 def allocator(device: int = 0) -> Allocator:
     """The allocator of ``device`` (created now if needed), as a borrowed
     :class:`Allocator`: stats, trim, empty_cache, snapshot, domains. Closing
-    it only detaches the view; :func:`reset` closes it (``closed`` is then
+    it only detaches the view (refused while a domain made through it is not
+    destroyed); :func:`reset` closes it (``closed`` is then
     True and every method raises :class:`InvalidArgumentError`)."""
     lib = library()
     d = device_arg(lib, device)
@@ -260,6 +263,21 @@ def _stack(device: int) -> List[_Entry]:
     return stacks.setdefault(device, [])
 
 
+# Every PlugDomain, for the fork handler below: a child of fork() has only
+# the forking thread, and a lock another thread held (inside __enter__'s C
+# call) would stay held there for ever: `with` and destroy() would hang.
+_PLUG_DOMAINS: "weakref.WeakSet[PlugDomain]" = weakref.WeakSet()
+
+
+def _locks_anew_in_child() -> None:
+    for d in list(_PLUG_DOMAINS):
+        d._entered_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_locks_anew_in_child)
+
+
 class PlugDomain(Domain):
     """A domain of a device's plug allocator (the one PyTorch, CuPy and Numba
     allocate from), made by :func:`domain`.
@@ -282,6 +300,7 @@ class PlugDomain(Domain):
         self.device = device
         self._open: List[_Entry] = []  # with blocks in progress, every thread's
         self._entered_lock = threading.Lock()
+        _PLUG_DOMAINS.add(self)
 
     def __repr__(self) -> str:
         state = " (destroyed)" if self.destroyed else ""

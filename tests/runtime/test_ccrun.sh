@@ -278,6 +278,10 @@ mkdir -p "$LD"
 cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$LD/digits.safetensors"
 check "--json names a long model path whole" sh -c \
     "'$CCRUN' --device host --json '$LD/digits.safetensors' >'$TMP/jp' && grep -qF '\"$LD/digits.safetensors\"' '$TMP/jp'"
+# docs/engine.md: the metadata written is the architecture alone (the
+# fixture's "source" is not kept)
+check "--save writes ccr.mlp and no other metadata key" sh -c \
+    "'$CCRUN' --device host --save '$TMP/f16.safetensors' '$SRC/tests/fixtures/digits_mlp_f16.safetensors' >/dev/null && grep -q '\"ccr.mlp\"' '$TMP/f16.safetensors' && ! grep -q '\"source\"' '$TMP/f16.safetensors' && grep -q '\"source\"' '$SRC/tests/fixtures/digits_mlp_f16.safetensors'"
 check "--save reports a long path whole" sh -c \
     "'$CCRUN' --device host --save '$LD/saved.safetensors' 'mlp:4x4' >'$TMP/sp' && grep -qF 'wrote $LD/saved.safetensors' '$TMP/sp'"
 check "an error about a long path names it whole" sh -c \

@@ -17,8 +17,9 @@
  *   one that does not fit is an output failure ("path too long"), never
  *   cut to a prefix that would be another file.
  * - An output never lands on another file of the process (taken: asked
- *   of the descriptor the open returned, which neither empties nor moves
- *   in the file; emptied only once allowed, so a path changed meanwhile
+ *   of the path, so that a file of the run is refused unopened, then of
+ *   the descriptor the open returned, which neither empties nor moves in
+ *   the file; emptied only once allowed, so a path changed meanwhile
  *   cannot lead the open elsewhere): a regular file that is a trace read
  *   (each one trace.c opens is noted, ccb_note_input, by st_dev/st_ino and
  *   birth time: a deleted file's numbers given to a new one born in a
@@ -35,10 +36,10 @@
  *   file rather than leave it unguarded: a trace is not read (the load's
  *   error), an output is said and counted as above. Each file is noted
  *   once, however often it is read (ccb_noted_files counts them).
- * - Cost: per output opened, a statx of it and of standard output and
- *   error (each an fstatat more where statx is refused), an fstat and an
- *   ftruncate, plus a walk of the files noted (a run notes tens); a walk
- *   of them per note.
+ * - Cost: per output opened, two statx of it (path, descriptor) and two
+ *   of standard output and error each (an fstatat more for each where
+ *   statx is refused), an fstat and an ftruncate, plus walks of the files
+ *   noted (a run notes tens); a walk of them per note.
  */
 #include "ccbench.h"
 
@@ -240,15 +241,14 @@ static bool recording(file_id *id) {
     return there;
 }
 
-/* Why the file fd is open on must not be written (into why), or NULL: it
- * is a regular file that is also a trace read, the recording, or where
- * standard output or error goes, and writing it would destroy that or mix
- * the two. Asked of the descriptor, not the path: a path changed between
- * a check and the open cannot lead the open to another file. */
-static const char *taken(int fd, char *why, size_t len) {
+/* Why the file fd is open on (path NULL), or path names (fd AT_FDCWD),
+ * must not be written (into why), or NULL: it is a regular file that is
+ * also a trace read, the recording, or where standard output or error
+ * goes, and writing it would destroy that or mix the two. */
+static const char *taken(int fd, const char *path, char *why, size_t len) {
     file_id id, other;
-    if (!identify(fd, NULL, &id))
-        return NULL; /* not a file that can be overwritten */
+    if (!identify(fd, path, &id))
+        return NULL; /* not made yet, or not a file that can be overwritten */
     const input_file *note = noted(&id);
     if (note) {
         if (note->output)
@@ -297,16 +297,24 @@ FILE *ccb_open_out(const char *dir, const char *name) {
     char path[PATH_MAX];
     if (ccb_out_path(dir, name, path, sizeof path))
         return NULL;
-    /* opened as it is, checked, then emptied: the check is of the file
-     * the open reached (a FIFO nobody reads: refused, not waited for) */
+    /* checked by its path first, so that a file of the run is refused
+     * without being opened (closing a descriptor of the CCALLOC_TRACE
+     * recording would drop the recorder's fcntl lock on it), then opened
+     * as it is (a FIFO nobody reads: refused, not waited for), the file
+     * the open reached checked again (a path changed since cannot lead it
+     * elsewhere), and only then emptied */
+    char why[PATH_MAX + 128];
+    if (taken(AT_FDCWD, path, why, sizeof why)) {
+        ccb_out_failed("write", path, why);
+        return NULL;
+    }
     int fd = ccai_open_nowait(path, CCAI_KEEP);
     if (fd < 0) {
         ccb_out_failed("write", path, ccai_open_strerror(errno));
         return NULL;
     }
-    char why[PATH_MAX + 128];
     struct stat st;
-    const char *refused = taken(fd, why, sizeof why);
+    const char *refused = taken(fd, NULL, why, sizeof why);
     if (!refused && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0)
         refused = strerror(errno);
     FILE *f = refused ? NULL : fdopen(fd, "w");

@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "alloc_test_util.h"
@@ -1123,6 +1124,39 @@ Test(bench_report, a_path_that_moves_under_the_guard_never_reaches_a_trace) {
     snprintf(rm, sizeof rm, "rm -rf '%s'", f.dir);
     cr_assert_eq(system(rm), 0);
     cr_log_info("%u flips, %u outputs opened, %u refused", f.flips, opened, refused);
+}
+
+/* An output refused as the CCALLOC_TRACE recording is refused unopened: the
+ * recorder holds an fcntl write lock on it (trace.c), and closing any
+ * descriptor of the file drops every lock this process holds on it (a
+ * refusal that opened and closed the file let another process in). */
+Test(bench_report, a_refused_recording_keeps_the_recorders_lock) {
+    char dir[] = "/tmp/ccb_lockXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char rec[64];
+    snprintf(rec, sizeof rec, "%s/rec.csv", dir);
+    int fd = open(rec, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    cr_assert_geq(fd, 0);
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    cr_assert_eq(fcntl(fd, F_SETLK, &lk), 0);
+    cr_assert_eq(setenv("CCALLOC_TRACE", rec, 1), 0);
+    unsigned failures = ccb_out_failures();
+    cr_expect_null(ccb_open_out(dir, "rec.csv"), "the recording was opened as an output");
+    cr_expect_eq(ccb_out_failures(), failures + 1);
+    unsetenv("CCALLOC_TRACE");
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) { /* another process asks who holds the lock */
+        int cfd = open(rec, O_RDWR | O_CLOEXEC);
+        struct flock q = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        _exit(cfd >= 0 && fcntl(cfd, F_GETLK, &q) == 0 && q.l_type == F_WRLCK && q.l_pid == getppid() ? 0 : 1);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the recorder's lock was dropped by the refusal");
+    close(fd);
+    unlink(rec);
+    rmdir(dir);
 }
 
 /* Outputs that cannot be made are said and counted (ccbench then exits 1):

@@ -53,7 +53,8 @@ static void usage(FILE *f) {
            "                          a power of two from 4K to 1G: on a GPU over\n"
            "                          --vm-backing pages one driver allocation each, so\n"
            "                          larger pages map in fewer calls; memory goes back in\n"
-           "                          steps of a page at least (default: the device's, 2M)\n"
+           "                          steps of a page at least (default: the device's, 2M);\n"
+           "                          on the simulated device at most --capacity\n"
            "  --vm-backing pages|whole-maps\n"
            "                          the memory behind each map of expandable segments:\n"
            "                          one allocation per map, given back whole (whole-maps,\n"
@@ -309,13 +310,11 @@ int ccrun_parse_options(int argc, char **argv, ccrun_options *o) {
     if (o->sleep && (o->no_domains || o->keep_cache))
         return usage_error("--sleep needs memory domains: not with %s",
                            o->keep_cache ? "--keep-cache" : "--no-domains");
-    if (o->sleep && o->policy && !strcmp(o->policy, "greedy"))
-        return usage_error("%s", "--sleep needs memory domains, which policy greedy cannot have");
-    /* the footprint is a domain's peak: without domains nothing is written */
+    /* the footprint is a domain's peak: without domains nothing is written
+     * (policy greedy, which --conf may set or undo after --policy: run.c,
+     * domains_policy_ok, before the engine opens) */
     if (o->footprint_sidecar && (o->no_domains || o->keep_cache))
         return usage_error("--footprint-sidecar needs memory domains: not with %s",
                            o->keep_cache ? "--keep-cache" : "--no-domains");
-    if (o->footprint_sidecar && o->policy && !strcmp(o->policy, "greedy"))
-        return usage_error("%s", "--footprint-sidecar needs memory domains, which policy greedy cannot have");
     return 0;
 }

@@ -521,9 +521,10 @@ static int wake_model(run_state *rs, ccr_model *m, const char *src) {
  * everything released. first[j]/m[j]: the model whose text first appears
  * at position j. */
 /* What --sleep and --footprint-sidecar (`what`) need: memory domains,
- * before anything is made: --policy greedy is refused with the options,
- * --conf's policy here (exit 2 as well; a config that does not parse is
- * left to the engine's message). --sleep also needs expandable segments,
+ * before anything is made: policy greedy in the allocator config --policy
+ * and --conf make (--conf after --policy: either may set it, or undo the
+ * other's) is exit 2; a config that does not parse is left to the
+ * engine's message. --sleep also needs expandable segments,
  * checked once the engine is open and before the first model loads
  * (can_sleep): expandable:0, or a device without virtual-memory ops
  * (exit 1). */
@@ -533,11 +534,13 @@ static int domains_policy_ok(run_state *rs, const char *what) {
     char *conf = ccrun_alloc_conf(o, NULL);
     cca_config_default(&cfg);
     int greedy = conf && cca_config_parse(&cfg, conf) == CCA_OK && cfg.policy == CCA_POLICY_GREEDY;
+    char *why = greedy ? ccrun_format("%s needs memory domains, which policy greedy cannot have (allocator config "
+                                      "'%s')",
+                                      what, conf)
+                       : NULL;
     free(conf);
     if (!greedy)
         return CCRUN_OK;
-    char *why = ccrun_format("%s needs memory domains, which policy greedy cannot have (--conf '%s')", what,
-                             o->conf ? o->conf : "");
     ccrun_say("%s", why ? why : "memory domains needed");
     if (o->json) /* as for a --conf the engine refuses: one document, no device */
         ccrun_json_document(&rs->rep, NULL, why ? why : "memory domains needed", 0);

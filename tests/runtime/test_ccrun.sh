@@ -158,10 +158,18 @@ expect 2 "--json is for MODEL runs" -- --demo --json
 expect 2 "--footprint-sidecar needs memory domains: not with --no-domains" -- --no-domains --footprint-sidecar "mlp:4x4"
 expect 2 "--footprint-sidecar needs memory domains: not with --keep-cache" -- --keep-cache --footprint-sidecar "mlp:4x4"
 expect 2 "--footprint-sidecar needs memory domains, which policy greedy cannot have" -- --policy greedy --footprint-sidecar "mlp:4x4"
-expect 2 "which policy greedy cannot have (--conf 'policy:greedy')" -- --conf policy:greedy --footprint-sidecar "mlp:4x4"
-expect 2 "which policy greedy cannot have (--conf 'policy:greedy')" -- --conf policy:greedy --footprint-sidecar --resident "mlp:4x4" "mlp:4x8"
+expect 2 "which policy greedy cannot have (allocator config 'policy:greedy')" -- --conf policy:greedy --footprint-sidecar "mlp:4x4"
+expect 2 "which policy greedy cannot have (allocator config 'policy:greedy')" -- --conf policy:greedy --footprint-sidecar --resident "mlp:4x4" "mlp:4x8"
 expect 2 "--demo takes no policy in --conf" -- --demo --conf "max_reserved:512M,policy:greedy"
 expect 2 "--demo takes no expandable in --conf" -- --demo --conf " expandable : 0 "
+# found by name, whatever the rules across keys (hold_peak and max_split are
+# refused under greedy: such a --conf slipped past a check by parsing)
+expect 2 "--demo takes no expandable in --conf" -- --demo --conf "hold_peak:1,expandable:1"
+expect 2 "--demo takes no expandable in --conf" -- --demo --conf "max_split:64M,expandable:0"
+expect 2 "--demo takes no policy in --conf" -- --demo --conf "max_split:64M
+policy:growth"
+# a --conf one act's choice refuses is refused before any act (exit 1 before)
+expect 2 "hold_peak cannot be used with policy:greedy" -- --demo --conf "hold_peak:1"
 
 check() { # check DESCRIPTION COMMAND...: the command must succeed
     desc=$1; shift
@@ -169,6 +177,10 @@ check() { # check DESCRIPTION COMMAND...: the command must succeed
     if "$@" >"$TMP/out" 2>"$TMP/err"; then echo "ok: $desc"; else
         echo "FAIL: $desc"; cat "$TMP/out" "$TMP/err"; fails=$((fails + 1)); fi
 }
+# --conf comes after --policy: a growth there undoes --policy greedy (it was
+# refused with the options, from --policy alone)
+check "--policy greedy --conf policy:growth: the sidecar is written" sh -c \
+    "cd '$TMP' && '$CCRUN' --device host --policy greedy --conf policy:growth --footprint-sidecar --save '$TMP/sc.st' 'mlp:4x4' >/dev/null && '$CCRUN' --device host --policy greedy --conf policy:growth --footprint-sidecar '$TMP/sc.st' >/dev/null && test -s '$TMP/sc.st.ccfoot'"
 # an option given twice takes its last value, each value checked as it comes
 # (--help and docs/engine.md, "Bad input")
 for opt in batch iters; do
@@ -518,10 +530,10 @@ check "--help lists --sleep, and says the last turn is not slept (one model: no 
 expect 1 "cannot sleep: the allocator has classic segments" -- --sleep --conf expandable:0 "mlp:64x64" "mlp:32x32"
 check "--sleep with classic segments: refused before the first model loads" sh -c \
     "! '$CCRUN' --device host --sleep --conf expandable:0 'mlp:64x64' 'mlp:32x32' >'$TMP/sc.txt' 2>/dev/null && ! grep -q '^load ' '$TMP/sc.txt'"
-expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'policy:greedy')" -- --sleep --conf policy:greedy "mlp:4x4" "mlp:4x4"
+expect 2 "--sleep needs memory domains, which policy greedy cannot have (allocator config 'policy:greedy')" -- --sleep --conf policy:greedy "mlp:4x4" "mlp:4x4"
 check "--sleep --conf policy:greedy: refused before the engine opens (no table; --json: one document, no device)" sh -c \
     "! '$CCRUN' --device host --sleep --conf policy:greedy 'mlp:4x4' 'mlp:4x4' >'$TMP/sg.txt' 2>/dev/null && test ! -s '$TMP/sg.txt' && ! '$CCRUN' --device host --sleep --json --conf policy:greedy 'mlp:4x4' 'mlp:4x4' >'$TMP/sg.json' 2>/dev/null && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d[\"device\"] is None and \"policy greedy\" in d[\"error\"], d' '$TMP/sg.json'"
-expect 2 "--sleep needs memory domains, which policy greedy cannot have (--conf 'max_reserved:1G,policy:greedy')" -- --sleep --policy growth --conf max_reserved:1G,policy:greedy "mlp:4x4" "mlp:4x4"
+expect 2 "--sleep needs memory domains, which policy greedy cannot have (allocator config 'policy:growth,max_reserved:1G,policy:greedy')" -- --sleep --policy growth --conf max_reserved:1G,policy:greedy "mlp:4x4" "mlp:4x4"
 expect 2 "--sleep takes no --resident" -- --sleep --resident "mlp:4x4" "mlp:4x4"
 # docs/release.md, "Greedy vs growth in numbers": on 1 GiB the greedy arena
 # is 922.00 MiB over expandable segments (whole 2 MiB pages), 921.60 MiB over

@@ -51,6 +51,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ccai_config_items.h" /* common/: a key of --conf, found as cca_config_parse finds it */
 #include "ccrun.h"
 
 typedef struct summary {
@@ -886,23 +887,6 @@ static void act5(demo *d, const char *spec_a, const char *spec_b) {
 /* Whether config text names `key` (cca_config_parse's grammar: items
  * separated by ',' or a newline, blanks around a key, the key before the
  * item's first ':'), whatever the values and the rules across keys. */
-static int conf_names(const char *text, const char *key) {
-    size_t klen = strlen(key);
-    for (const char *p = text; *p;) {
-        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == ',' || *p == '\n')
-            p++;
-        const char *item = p;
-        while (*p && *p != ',' && *p != '\n')
-            p++;
-        const char *end = memchr(item, ':', (size_t)(p - item));
-        while (end && end > item && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
-            end--;
-        if (end && (size_t)(end - item) == klen && memcmp(item, key, klen) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 int ccrun_demo(const ccrun_options *o) {
     demo d;
     memset(&d, 0, sizeof d);
@@ -915,7 +899,7 @@ int ccrun_demo(const ccrun_options *o) {
      * greedy) */
     for (size_t k = 0; o->conf && k < 2; k++) {
         const char *key = k ? "expandable" : "policy";
-        if (conf_names(o->conf, key)) {
+        if (ccai_config_names(o->conf, key)) {
             ccrun_say("--demo takes no %s in --conf: its acts choose it themselves", key);
             return CCRUN_ERR_USAGE;
         }

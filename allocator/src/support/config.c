@@ -32,7 +32,8 @@
 #include "support.h"
 #include "history.h" /* CCAI_HISTORY_MAX */
 
-#include "ccai_decimal.h" /* common/: a fraction's grammar, stricter than strtod's */
+#include "ccai_config_items.h" /* common/: the items, split as ccrun --demo splits them */
+#include "ccai_decimal.h"      /* common/: a fraction's grammar, stricter than strtod's */
 #include "ccai_utf8.h"    /* common/: ccai_utf8_head, a quoted value cut between characters */
 
 #include <ctype.h>
@@ -335,46 +336,17 @@ static cca_status apply_one(cca_config *c, const char *key, size_t key_len, cons
     return cca_set_error(CCA_ERR_CONFIG, "internal: bad option type");
 }
 
-/* The grammar's blanks (around keys and values) and item separators: a
- * newline separates as a comma does, so cca_config_print's lines, and a
- * config file of them, parse as they are. */
-static bool is_blank(char ch) {
-    return ch == ' ' || ch == '\t' || ch == '\r';
-}
-
-static bool is_separator(char ch) {
-    return ch == ',' || ch == '\n';
-}
-
 cca_status cca_config_parse(cca_config *c, const char *text) {
     if (!c)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "cca_config_parse: config is NULL");
     if (!text)
         return CCA_OK;
     cca_config work = *c;
-    const char *p = text;
-    while (*p) {
-        while (is_blank(*p) || is_separator(*p))
-            p++;
-        if (!*p)
-            break;
-        const char *item = p;
-        while (*p && !is_separator(*p))
-            p++;
-        size_t item_len = (size_t)(p - item);
-        while (item_len && is_blank(item[item_len - 1]))
-            item_len--;
-        const char *colon = memchr(item, ':', item_len);
-        if (!colon)
-            return cca_set_error(CCA_ERR_CONFIG, "expected key:value, got '%.*s%s'", SHOWN(item, item_len));
-        size_t key_len = (size_t)(colon - item);
-        const char *val = colon + 1;
-        size_t val_len = item_len - key_len - 1;
-        while (key_len && is_blank(item[key_len - 1]))
-            key_len--;
-        while (val_len && is_blank(*val))
-            val++, val_len--;
-        cca_status st = apply_one(&work, item, key_len, val, val_len);
+    ccai_config_item it; /* ccai_config_items.h: items, keys and values, blanks left out */
+    while (ccai_config_next(&text, &it)) {
+        if (!it.key)
+            return cca_set_error(CCA_ERR_CONFIG, "expected key:value, got '%.*s%s'", SHOWN(it.item, it.item_len));
+        cca_status st = apply_one(&work, it.key, it.key_len, it.val, it.val_len);
         if (st != CCA_OK)
             return st;
     }

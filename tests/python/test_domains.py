@@ -580,6 +580,60 @@ def test_a_view_with_live_domains_is_not_closed(host_plug):
     assert d.allocator.closed and d.destroyed
 
 
+def test_a_view_closed_while_a_domain_is_made_through_it_waits_and_refuses(host_plug, monkeypatch):
+    """A close() on one thread while another thread makes a domain through
+    the same plug view: the domain made in C before the close took the
+    view's handle, and entered in the view's list only after close() had
+    found it empty, ended up behind a closed view (destroyed to Python,
+    its memory in the device's allocator). Now close() waits for a domain
+    being made, then refuses because it lives; a domain asked for after
+    the close took the handle raises "closed" and makes nothing."""
+    import threading
+
+    import ccalloc.allocator as ca
+
+    v = plug.allocator(0)
+    made, go = threading.Event(), threading.Event()
+
+    class Slow(ca.Domain):  # the Python object comes after the C domain: hold it there
+        def __init__(self, *args):
+            made.set()
+            assert go.wait(10)
+            super().__init__(*args)
+
+    monkeypatch.setattr(ca, "Domain", Slow)
+    out = {}
+    maker = threading.Thread(target=lambda: out.setdefault("d", v.domain("late")))
+    maker.start()
+    assert made.wait(10), "the C domain was made"
+    closer = threading.Thread(target=lambda: out.setdefault("close", _outcome(v.close)))
+    closer.start()
+    closer.join(0.3)
+    waited = closer.is_alive()
+    go.set()
+    assert waited, "close() waits while a domain is being made through the view"
+    maker.join(10)
+    closer.join(10)
+    assert isinstance(out["close"], ccalloc.InvalidArgumentError) and "'late'" in str(out["close"])
+    d = out["d"]
+    assert not v.closed and not d.destroyed
+    p = d.alloc(MiB)
+    d.free(p)
+    d.destroy()
+    v.close()
+    assert v.closed
+    monkeypatch.undo()
+    with pytest.raises(ccalloc.InvalidArgumentError, match="closed"):
+        v.domain("after")
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except Exception as e:  # the test reads which
+        return e
+
+
 def test_a_block_whose_previous_domain_is_gone_leaves_the_default(host_plug):
     """The domain current before a block (set from C, cca_plug_set_domain, or
     an Allocator.domain of the plug allocator) destroyed during the block:

@@ -541,6 +541,12 @@ class Allocator:
     def _init_calls(self) -> None:
         self._lock = threading.Lock()
         self._inflight: Dict[object, int] = {}  # one token per call in flight -> its thread's ident
+        # A view's domains being made (token -> 1, from before the C call
+        # until the domain is in _made) and how many were made (counted
+        # under _lock): close() refuses by _made, so it waits for the first
+        # and sees the second change under its lock (see close()).
+        self._creating: Dict[object, int] = {}
+        self._made_count = getattr(self, "_made_count", 0)
 
     def _closed_error(self) -> Error:
         return argument_error(self._lib, ERR_INVALID_ARGUMENT, "the allocator is closed")
@@ -599,32 +605,46 @@ class Allocator:
         allocator (``ccalloc.plug.allocator``) is only detached, and
         refused (:class:`InvalidArgumentError`, nothing changes) while a
         domain made through it is not destroyed: the domain would be
-        unusable with its memory still in the device's allocator. Closing
-        twice does nothing. Calls in flight on other threads are waited
+        unusable with its memory still in the device's allocator (a
+        domain another thread is making through it is waited for, then
+        counted). Closing twice does nothing. Calls in flight on other threads are waited
         for; from inside a call on this allocator (a log callback) it
         raises :class:`InvalidArgumentError` and changes nothing.
         """
-        if not getattr(self, "_owned", True) and self._live_handle() is not None:
-            alive = [d.name for d in list(self._made) if not d.destroyed]
-            if alive:
-                raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
-                                     f"close() of a plug view with {len(alive)} domain(s) made through it not "
-                                     f"destroyed ({', '.join(repr(n) for n in alive[:4])}): destroy them first "
-                                     "(ccalloc.plug.reset() closes both)")
+        view = not getattr(self, "_owned", True)
         me = threading.get_ident()
         handle = upstream = None
         try:
-            # Inside a call of its own? Only this thread adds or removes its
-            # tokens, so the answer holds until the lock; asked before it
-            # (a call) and of a copy: other threads' tokens come and go
-            # without the lock, and iterating the dict itself could meet a
-            # change of size on a free-threaded build (dict.copy is atomic).
-            inside = me in self._inflight.copy().values()
-            with self._lock:  # no call in here: no handler runs with it held
-                refused = self._handle is not None and inside
-                if self._handle is not None and not refused:
-                    handle, upstream = self._handle, self._upstream
-                    self._handle = None  # from here every new call raises "closed"
+            busy = True
+            while busy:
+                # A view: refused while a domain made through it lives. The
+                # list is read before the lock (its reads are calls); a
+                # domain being made, or made since (the count moved), is
+                # seen under the lock, and the view waits and asks again.
+                # A domain asked for once the handle is taken raises "closed".
+                made = self._made_count
+                if view and self._live_handle() is not None:
+                    alive = [d.name for d in list(self._made) if not d.destroyed]
+                    if alive:
+                        raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
+                                             f"close() of a plug view with {len(alive)} domain(s) made through it "
+                                             f"not destroyed ({', '.join(repr(n) for n in alive[:4])}): destroy "
+                                             "them first (ccalloc.plug.reset() closes both)")
+                # Inside a call of its own? Only this thread adds or removes
+                # its tokens, so the answer holds until the lock; asked
+                # before it (a call) and of a copy: other threads' tokens
+                # come and go without the lock, and iterating the dict
+                # itself could meet a change of size on a free-threaded
+                # build (dict.copy is atomic).
+                inside = me in self._inflight.copy().values()
+                with self._lock:  # no call in here: no handler runs with it held
+                    refused = self._handle is not None and inside
+                    busy = view and not refused and (bool(self._creating) or self._made_count != made)
+                    if self._handle is not None and not refused and not busy:
+                        handle, upstream = self._handle, self._upstream
+                        self._handle = None  # from here every new call raises "closed"
+                if busy:
+                    time.sleep(0.0002)  # polled, as the calls in flight below
             if refused:
                 raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
                                      "close() from inside a call on this allocator (a log callback?) is "
@@ -933,9 +953,19 @@ class Allocator:
             made = make(out.value)
             if not self._owned:
                 self._made.add(made)
+                with self._lock:  # close() compares the count under it
+                    self._made_count += 1
             return made
 
-        return self._making(out, create, self._lib.cca_domain_destroy, 0, None)
+        if self._owned:
+            return self._making(out, create, self._lib.cca_domain_destroy, 0, None)
+        token = object()
+        creating = self._creating
+        try:
+            creating[token] = 1  # before the C call: a close() from here on waits for the domain (close())
+            return self._making(out, create, self._lib.cca_domain_destroy, 0, None)
+        finally:
+            creating.pop(token, None)  # one C call, as _c's
 
 
 def _leak_list(report: DomainReport, most: int = 4) -> str:

@@ -16,12 +16,14 @@
  * (ccrun_stdout_failed(ENOMEM)): ccrun says so and exits 1.
  */
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include "ccai_escape.h" /* common/: ccai_shown_as_is, on ccai_utf8.h (ccai_utf8_head) */
 #include "ccrun.h"
@@ -108,6 +110,44 @@ void ccrun_table_header(ccrun_report *r) {
             "frag", "time", "");
 }
 
+/* The display columns of the character at s as the escaper writes it
+ * (ccai_escape.h), and its bytes in *n: a character written escaped is 4
+ * per byte (\xNN), a byte that starts no well-formed sequence 4; a shown
+ * one what glibc's wcwidth gives it in C.UTF-8 (2 for a wide CJK
+ * character, 0 for a combining mark), 1 where that locale is missing or
+ * has no answer. */
+static size_t unit_columns(const char *s, size_t *n) {
+    static locale_t utf8;
+    static int tried;
+    uint32_t cp = 0;
+    unsigned k = ccai_utf8_decode((const unsigned char *)s, &cp);
+    if (!k || !ccai_shown_as_is(cp)) {
+        *n = k ? k : 1;
+        return 4 * *n;
+    }
+    *n = k;
+    if (cp < 0x80)
+        return 1;
+    if (!tried) { /* ccrun prints from one thread */
+        tried = 1;
+        utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+    }
+    if (!utf8)
+        return 1;
+    locale_t previous = uselocale(utf8);
+    int w = wcwidth((wchar_t)cp);
+    uselocale(previous);
+    return w < 0 ? 1 : (size_t)w;
+}
+
+/* The display columns of s's first len bytes, written escaped. */
+static size_t model_columns(const char *s, size_t len) {
+    size_t cols = 0;
+    for (size_t i = 0, n; i < len && s[i]; i += n)
+        cols += unit_columns(s + i, &n);
+    return cols;
+}
+
 static void print_row(FILE *f, const ccrun_row *w) {
     char a[32], b[32], c[32];
     size_text(w->allocated, a, sizeof a);
@@ -116,26 +156,37 @@ static void print_row(FILE *f, const ccrun_row *w) {
         size_text(w->device_free, c, sizeof c);
     else
         snprintf(c, sizeof c, "unknown");
-    /* 34 columns: spec strings keep their head (the shape), paths their
-     * tail, cut between UTF-8 sequences. The model and the note quote paths
-     * and --conf: written escaped (ccr_fputs_escaped), the column padded to
-     * what was written. */
-    char model[35]; /* a display column, marked "..." when shortened; the JSON has it whole */
-    const char *wm = w->model ? w->model : "";
-    size_t ml = strlen(wm);
-    if (ml <= 34) {
-        snprintf(model, sizeof model, "%.34s", *wm ? wm : "-");
-    } else if (!strncmp(wm, "mlp:", 4)) {
-        snprintf(model, sizeof model, "%.*s...", head_len(wm, 31), wm);
-    } else {
-        const char *tail = wm + ml - 31;
-        while (((unsigned char)*tail & 0xc0) == 0x80)
-            tail++;
-        snprintf(model, sizeof model, "...%s", tail);
+    /* 34 display columns: spec strings keep their head (the shape), paths
+     * their tail, marked "..." when shortened (the JSON has the name
+     * whole), cut between characters and padded to the columns written
+     * (model_columns). The model and the note quote paths and --conf:
+     * written escaped (ccai_fprintf_escaped). */
+    const char *wm = w->model && *w->model ? w->model : "-";
+    size_t total = model_columns(wm, strlen(wm)), cols = total;
+    const char *from = wm, *mark = "";
+    int len = (int)strlen(wm);
+    if (total > 34 && !strncmp(wm, "mlp:", 4)) { /* the head */
+        mark = "...", len = 0, cols = 0;
+        for (size_t n, c; wm[len] && cols + (c = unit_columns(wm + len, &n)) <= 31; len += (int)n)
+            cols += c;
+        cols += 3;
+    } else if (total > 34) { /* the tail */
+        mark = "...";
+        while (cols > 31) {
+            size_t n;
+            cols -= unit_columns(from, &n);
+            from += n;
+        }
+        len = (int)strlen(from);
+        cols += 3;
     }
     fprintf(f, "%-9s ", w->phase);
-    int n = ccr_fputs_escaped(model, f);
-    fprintf(f, "%*s %11s %11s %11s %6.3f %8.1f ms  ", n >= 0 && n < 34 ? 34 - n : 0, "", a, b, c, w->fragmentation,
+    if (*mark && from != wm)
+        fputs(mark, f);
+    ccai_fprintf_escaped(f, "%.*s", len, from);
+    if (*mark && from == wm)
+        fputs(mark, f);
+    fprintf(f, "%*s %11s %11s %11s %6.3f %8.1f ms  ", cols < 34 ? (int)(34 - cols) : 0, "", a, b, c, w->fragmentation,
             w->ms);
     ccr_fputs_escaped(w->note, f);
     fputc('\n', f);

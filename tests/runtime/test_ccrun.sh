@@ -926,6 +926,47 @@ else
     echo "FAIL: the table's columns or a 34-character model:"; cat "$TMP/co"; fails=$((fails + 1))
 fi
 
+# the model column counts display columns, not bytes: names with wide
+# (CJK) and two-byte (Cyrillic, accented) characters, a control written
+# \xNN, and paths cut to their tail all end their allocated figure at
+# column 56 (East Asian Wide and Fullwidth as 2 columns, by Python's
+# unicodedata); a cut name fills its 34 columns exactly, or 33 when its
+# next wide character would pass them
+n=$((n + 1))
+E="$(printf 'x\033y')"
+mkdir -p "$TMP/w/$E"
+"$CCRUN" --device host --save "$TMP/w/模型-модель-ü.safetensors" mlp:4x4 >/dev/null
+cp "$TMP/w/模型-модель-ü.safetensors" "$TMP/w/模型-模型-模型-模型-模型-模型-模型-ü.safetensors"
+cp "$TMP/w/模型-модель-ü.safetensors" "$TMP/w/模-ü.st"
+CCRUN_ABS=$(realpath "$CCRUN")
+(cd "$TMP/w" && "$CCRUN_ABS" --device host --capacity 64M "模型-модель-ü.safetensors" "$E/../模-ü.st" \
+    "$TMP/w/$E/../模型-модель-ü.safetensors" "$E/../模型-模型-模型-模型-模型-模型-模型-ü.safetensors" mlp:4x4 \
+    >"$TMP/wo" 2>"$TMP/we")
+if python3 - "$TMP/wo" "$TMP/w" <<'PY'; then
+import sys, unicodedata
+def cols(s):
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+text = open(sys.argv[1], encoding="utf-8").read()
+rows = [l for l in text.splitlines() if l.startswith("load ")]
+assert len(rows) == 5 and "\x1b" not in text, text
+for l in rows:
+    assert cols(l[:l.index(" KiB") + 4]) == 56, l
+names = [l[10:].split("  ")[0] for l in rows]
+assert names[0] == "模型-модель-ü.safetensors" and names[1] == "x\\x1by/../模-ü.st", names
+assert [n[:3] == "..." for n in names] == [False, False, True, True, False], names
+# cut between characters (an escape is one): 31 columns at most, then "...",
+# and the next character before them would pass 31
+full = [sys.argv[2] + "/x\\x1by/../模型-модель-ü.safetensors", "x\\x1by/../" + "模型-" * 7 + "ü.safetensors"]
+for n, f in zip(names[2:4], full):
+    tail, more = n[3:], f[:len(f) - len(n) + 3]
+    unit = more[-4:] if more.endswith("\\x1b") else more[-1:]
+    assert f.endswith(tail) and cols(tail) <= 31 < cols(unit + tail), (n, f)
+PY
+    echo "ok: the model column counts display columns: wide, two-byte and escaped names line up"
+else
+    echo "FAIL: the model column with wide or escaped names:"; cat "$TMP/wo" "$TMP/we"; fails=$((fails + 1))
+fi
+
 # a run on the simulated device loads no cuBLAS (kernels/src/cublas.c loads
 # it at the first GPU context): the loader's own record of the files it
 # opened, checked to name the C library, so a silent LD_DEBUG cannot pass

@@ -555,7 +555,9 @@ typedef struct cca_cuda_options {
  * NULL, a bad vm_backing or host_memory, or a vm_granularity that is not 0 or a power of
  * two, multiple of CCA_GRANULARITY, at most CCA_CUDA_MAX_VM_GRANULARITY
  * (these before any device is touched), or that is not a multiple of the
- * device's minimum granularity (once the device is asked).
+ * device's minimum granularity or is larger than the device's memory
+ * (cuDeviceTotalMem: "not one page fits"; a driver that cannot say leaves
+ * it to the maps), once the device is asked.
  * Cost: as cca_upstream_cuda_create. */
 cca_status cca_upstream_cuda_create_with(const cca_cuda_options *o, cca_upstream **out);
 

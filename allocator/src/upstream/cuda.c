@@ -70,7 +70,8 @@
  *               (tests/allocator/cuda/test_cuda_double_faults.c and
  *               test_cuda_double_whole_maps.c pin it).
  * - Page size: cca_upstream_cuda_create_with's vm_granularity, any power of
- *   two from the driver's minimum to 1 GiB, ONE cuMemCreate per page in
+ *   two from the driver's minimum to 1 GiB and the device's memory
+ *   (cuDeviceTotalMem, asked once at creation), ONE cuMemCreate per page in
  *   page mode; it holds whole minimum granules; the record and every rule
  *   work in pages.
  * - Limits (PyTorch adds peers and IPC): access for the owning device only
@@ -859,6 +860,20 @@ static bool load_vmm(cuda_device *d, char *why, size_t whylen) {
         snprintf(why, whylen, "vm_granularity %zu is not a multiple of device %d's minimum granularity (%zu)",
                  d->vm.granularity, d->device, g);
         d->vm.granularity = 0; /* the caller tells this refusal from "no VMM" by it */
+        return false;
+    }
+    /* a page asked for that is larger than the device: not one fits (every
+     * map an OOM, greedy's arena none), refused as the simulated device
+     * refuses it; a driver that cannot say leaves it to the maps */
+    PFN_cuDeviceTotalMem_v3020 total_mem = NULL;
+    size_t total = 0;
+    if (d->vm.granularity &&
+        lookup(d->rt, (const char *const[]){"cuDeviceTotalMem"}, (void **const[]){(void **)&total_mem}, 1, why,
+               whylen) &&
+        total_mem(&total, d->dev) == CUDA_SUCCESS && d->vm.granularity > total) {
+        snprintf(why, whylen, "vm_granularity %zu is larger than device %d's %zu bytes: not one page fits",
+                 d->vm.granularity, d->device, total);
+        d->vm.granularity = 0;
         return false;
     }
     if (d->vm.granularity == 0)

@@ -917,6 +917,14 @@ static CUresult CUDAAPI d_device_get_attribute(int *value, CUdevice_attribute at
     DRV_RETURN(CUDA_SUCCESS);
 }
 
+static CUresult CUDAAPI d_device_total_mem(size_t *bytes, CUdevice dev) {
+    DRV_BEGIN("cuDeviceTotalMem");
+    if (dev < 0 || dev >= g_config.devices)
+        DRV_RETURN(CUDA_ERROR_INVALID_DEVICE);
+    *bytes = g_config.device_bytes;
+    DRV_RETURN(CUDA_SUCCESS);
+}
+
 /* ---- driver: virtual memory ----------------------------------------------- */
 
 static bool no_context(const char *fn) { /* under g_lock */
@@ -1164,6 +1172,7 @@ static const struct {
     {"cuCtxGetCurrent", (void *)(PFN_cuCtxGetCurrent_v4000)d_ctx_get_current},
     {"cuCtxSetCurrent", (void *)(PFN_cuCtxSetCurrent_v4000)d_ctx_set_current},
     {"cuDeviceGetAttribute", (void *)(PFN_cuDeviceGetAttribute_v2000)d_device_get_attribute},
+    {"cuDeviceTotalMem", (void *)(PFN_cuDeviceTotalMem_v3020)d_device_total_mem},
     {"cuMemGetAllocationGranularity", (void *)(PFN_cuMemGetAllocationGranularity_v10020)d_granularity},
     {"cuMemAddressReserve", (void *)(PFN_cuMemAddressReserve_v10020)d_reserve},
     {"cuMemAddressFree", (void *)(PFN_cuMemAddressFree_v10020)d_address_free},

@@ -1571,6 +1571,45 @@ Test(cuda_double, plug_pages_the_device_refuses_or_takes) {
     assert_no_violation();
 }
 
+/* A page larger than the device's memory (cuDeviceTotalMem): not one page
+ * fits, so creation refuses it (CCA_ERR_INVALID_ARGUMENT, "not one page
+ * fits", the primary context given back), as the simulated device does; a
+ * page the device holds is taken, the device's whole memory included. A
+ * driver without cuDeviceTotalMem, or one that refuses it, leaves the page
+ * to the maps, as before. */
+Test(cuda_double, a_page_larger_than_the_device_is_refused) {
+    cuda_double_config c = cuda_double_defaults();
+    c.device_bytes = 512 * MiB;
+    cuda_double_configure(&c);
+    cca_upstream *u = NULL;
+    cca_cuda_options o = {.device = 0, .vm_granularity = 1024 * MiB, .vm_backing = CCA_VM_PAGES};
+    cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT);
+    cr_assert_null(u);
+    cr_assert(strstr(cca_last_error(),
+                     "vm_granularity 1073741824 is larger than device 0's 536870912 bytes: not one page fits"),
+              "%s", cca_last_error());
+    cr_assert_eq(cuda_double_get_stats().primary_refs[0], 0, "the context was given back");
+    o.vm_granularity = 512 * MiB;
+    cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
+    size_t g = 0;
+    cr_assert_eq(cca_upstream_vm_granularity(u, &g), CCA_OK);
+    cr_assert_eq(g, 512 * MiB);
+    cca_upstream_destroy(u);
+    o.vm_granularity = 1024 * MiB;
+    for (int k = 0; k < 2; k++) { /* unknown total: the page is taken, the maps decide */
+        c.hidden = k ? NULL : "cuDeviceTotalMem";
+        cuda_double_configure(&c);
+        if (k)
+            cuda_double_fail("cuDeviceTotalMem", 1, CUDA_ERROR_UNKNOWN, false);
+        cr_assert_eq(cca_upstream_cuda_create_with(&o, &u), CCA_OK, "case %d: %s", k, cca_last_error());
+        cr_assert(cca_upstream_has_vm(u), "case %d", k);
+        cr_assert_str_eq(cuda_double_last_fault(), k ? "cuDeviceTotalMem" : "", "case %d", k);
+        cca_upstream_destroy(u);
+        cuda_double_clear_faults();
+    }
+    assert_no_violation();
+}
+
 /* Each host allocation of cca_upstream_cuda_create_with refused in turn:
  * CCA_ERR_OUT_OF_MEMORY, nothing made, and the message names the function
  * called (upstream.h: a refusal's message names it), not

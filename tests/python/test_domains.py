@@ -627,6 +627,67 @@ def test_a_view_closed_while_a_domain_is_made_through_it_waits_and_refuses(host_
         v.domain("after")
 
 
+def test_a_view_closed_by_the_thread_making_a_domain_is_refused(host_plug, monkeypatch):
+    """close() from the thread that is making a domain through the view (a
+    signal handler's clean-up, a finalizer) would wait for its own thread
+    for ever: it is refused as a close from inside one of the view's own
+    calls is, and the domain is made."""
+    import ccalloc.allocator as ca
+
+    v = plug.allocator(0)
+    seen = []
+
+    class Closing(ca.Domain):
+        def __init__(self, *args):
+            seen.append(_outcome(v.close))  # as a handler would, between the C domain and its object
+            super().__init__(*args)
+
+    monkeypatch.setattr(ca, "Domain", Closing)
+    d = v.domain("own")
+    monkeypatch.undo()
+    assert isinstance(seen[0], ccalloc.InvalidArgumentError) and "from inside a call" in str(seen[0]), seen
+    assert not v.closed and not d.destroyed
+    d.destroy()
+    v.close()
+    assert v.closed
+
+
+def test_a_views_close_meets_domains_made_and_destroyed_meanwhile(host_plug):
+    """close() reads the view's domains while other threads make and destroy
+    domains through it: it raises only InvalidArgumentError (domains
+    alive), never RuntimeError from a set that changed size under it."""
+    import sys
+    import threading
+
+    v = plug.allocator(0)
+    keep = [v.domain(f"k{i}") for i in range(200)]
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            v.domain("m").destroy()
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        others = []
+        for _ in range(3000):
+            e = _outcome(v.close)
+            if not isinstance(e, ccalloc.InvalidArgumentError):
+                others.append(e)
+    finally:
+        stop.set()
+        t.join()
+        sys.setswitchinterval(old)
+    assert others == [], others[:3]
+    for d in keep:
+        d.destroy()
+    v.close()
+    assert v.closed
+
+
 def _outcome(fn):
     try:
         return fn()

@@ -541,10 +541,11 @@ class Allocator:
     def _init_calls(self) -> None:
         self._lock = threading.Lock()
         self._inflight: Dict[object, int] = {}  # one token per call in flight -> its thread's ident
-        # A view's domains being made (token -> 1, from before the C call
-        # until the domain is in _made) and how many were made (counted
-        # under _lock): close() refuses by _made, so it waits for the first
-        # and sees the second change under its lock (see close()).
+        # A view's domains being made (token -> the making thread's ident,
+        # from before the C call until the domain is in _made) and how many
+        # were made (counted under _lock): close() refuses by _made, so it
+        # waits for the first (refused on the making thread itself) and
+        # sees the second change under its lock (see close()).
         self._creating: Dict[object, int] = {}
         self._made_count = getattr(self, "_made_count", 0)
 
@@ -608,8 +609,10 @@ class Allocator:
         unusable with its memory still in the device's allocator (a
         domain another thread is making through it is waited for, then
         counted). Closing twice does nothing. Calls in flight on other threads are waited
-        for; from inside a call on this allocator (a log callback) it
-        raises :class:`InvalidArgumentError` and changes nothing.
+        for; from inside a call on this allocator (a log callback), or on
+        a thread making a domain through the view (a signal handler's
+        clean-up), it raises :class:`InvalidArgumentError` and changes
+        nothing.
         """
         view = not getattr(self, "_owned", True)
         me = threading.get_ident()
@@ -624,7 +627,10 @@ class Allocator:
                 # A domain asked for once the handle is taken raises "closed".
                 made = self._made_count
                 if view and self._live_handle() is not None:
-                    alive = [d.name for d in list(self._made) if not d.destroyed]
+                    # of a copy (set.copy is one C call): another thread's
+                    # add or a domain's end changes the set under a loop
+                    domains = (ref() for ref in self._made.data.copy())
+                    alive = [d.name for d in domains if d is not None and not d.destroyed]
                     if alive:
                         raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
                                              f"close() of a plug view with {len(alive)} domain(s) made through it "
@@ -636,7 +642,7 @@ class Allocator:
                 # come and go without the lock, and iterating the dict
                 # itself could meet a change of size on a free-threaded
                 # build (dict.copy is atomic).
-                inside = me in self._inflight.copy().values()
+                inside = me in self._inflight.copy().values() or me in self._creating.copy().values()
                 with self._lock:  # no call in here: no handler runs with it held
                     refused = self._handle is not None and inside
                     busy = view and not refused and (bool(self._creating) or self._made_count != made)
@@ -647,7 +653,8 @@ class Allocator:
                     time.sleep(0.0002)  # polled, as the calls in flight below
             if refused:
                 raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
-                                     "close() from inside a call on this allocator (a log callback?) is "
+                                     "close() from inside a call on this allocator (a log callback? a handler run while this thread "
+                                     "makes a domain through it?) is "
                                      "refused: the call would go on with a destroyed allocator")
             if handle is None:
                 return
@@ -962,7 +969,7 @@ class Allocator:
         token = object()
         creating = self._creating
         try:
-            creating[token] = 1  # before the C call: a close() from here on waits for the domain (close())
+            creating[token] = threading.get_ident()  # before the C call: a close() from here on waits for it
             return self._making(out, create, self._lib.cca_domain_destroy, 0, None)
         finally:
             creating.pop(token, None)  # one C call, as _c's

@@ -884,9 +884,6 @@ static void act5(demo *d, const char *spec_a, const char *spec_b) {
         d->failed = 1;
 }
 
-/* Whether config text names `key` (cca_config_parse's grammar: items
- * separated by ',' or a newline, blanks around a key, the key before the
- * item's first ':'), whatever the values and the rules across keys. */
 int ccrun_demo(const ccrun_options *o) {
     demo d;
     memset(&d, 0, sizeof d);

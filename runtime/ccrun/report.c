@@ -172,11 +172,13 @@ static void print_row(FILE *f, const ccrun_row *w) {
         cols += 3;
     } else if (total > 34) { /* the tail */
         mark = "...";
+        size_t n;
         while (cols > 31) {
-            size_t n;
             cols -= unit_columns(from, &n);
             from += n;
         }
+        while (*from && unit_columns(from, &n) == 0) /* a combining mark would sit on the "..." */
+            from += n;
         len = (int)strlen(from);
         cols += 3;
     }

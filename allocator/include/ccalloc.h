@@ -1285,7 +1285,9 @@ cca_status cca_domain_stats_write_json(const cca_allocator *a, FILE *f);
 #define CCA_SLEEP_DISCARD 1u /* sleep without copying: contents undefined after the wake */
 
 typedef struct cca_sleep_report {
-    size_t blocks;         /* live blocks copied (or discarded) out; recorded blocks woken */
+    size_t blocks;         /* sleep: live blocks copied (or discarded) out;
+                            * wake: the blocks the sleep recorded, those
+                            * freed while asleep included (not copied back) */
     size_t bytes_copied;   /* live bytes copied out (sleep) or back (wake)   */
     size_t bytes_unmapped; /* device memory given back (sleep)               */
     size_t bytes_mapped;   /* device memory mapped again (wake)              */

@@ -361,7 +361,7 @@ class DomainReport:
 class SleepReport(NamedTuple):
     """What a sleep or a wake did (``cca_sleep_report``, same field names)."""
 
-    blocks: int  # live blocks copied (or discarded) out; recorded blocks woken
+    blocks: int  # sleep: live blocks copied (or discarded) out; wake: those the sleep recorded, freed too
     bytes_copied: int  # live bytes copied out (sleep) or back (wake)
     bytes_unmapped: int  # device memory given back (sleep)
     bytes_mapped: int  # device memory mapped again (wake)

@@ -69,7 +69,8 @@ size_t cuda_double_free_leaked_handles(void);
 void cuda_double_hold_events(bool hold);
 
 /* A context of the caller's own on `device` (as cuCtxCreate makes): not
- * the primary one. Returned as the driver's CUcontext, cast to void *. */
+ * the primary one. Returned as the driver's CUcontext, cast to void *;
+ * NULL after 16 (a test process needs a few). */
 void *cuda_double_user_context(int device);
 /* The calling thread's current context (NULL: none), as cuCtxGetCurrent. */
 void *cuda_double_current(void);

@@ -319,6 +319,39 @@ TEST_BOTH(trim_empty_cache_and_the_oom_retry_release_every_domain) {
     finish(a, u);
 }
 
+/* A wholly free footprint arena and the OOM retry (docs/allocator.md,
+ * "Cached memory is the allocator's"): classic, its segment goes and the
+ * domain may reserve again; expandable, its pages go and its range stays
+ * the domain's arena (its next request maps pages there again, at the
+ * same address; a second reserve is refused) until a trim gives the range
+ * back. */
+TEST_BOTH(a_free_arena_after_the_retry_is_gone_or_kept_by_the_kind) {
+    cca_upstream *u = m->expandable ? tu_vm_device(48 * MiB, PG) : device(48 * MiB);
+    cca_allocator *a = make(m, u, NULL);
+    cca_domain *D = dom(a, "D"), *B = dom(a, "B");
+    cr_assert_eq(cca_domain_reserve(a, D, 16 * MiB), CCA_OK, "%s", cca_last_error());
+    void *x = in(a, D, 1 * MiB, S0); /* the arena's first block: its base */
+    tu_free(a, x);
+    void *y = in(a, B, 48 * MiB, S0); /* the whole device: room only with all of the arena back */
+    cr_assert_eq(tu_stats(a).alloc_retries, 1);
+    cca_domain_stats sD = dst(a, D);
+    cr_assert_eq(sD.reserved_bytes, 0, "the retry released the free arena: %zu left", sD.reserved_bytes);
+    cr_assert_eq(sD.segments, m->expandable ? 1u : 0u, "classic: the segment goes; expandable: the range stays");
+    tu_free(a, y);
+    if (m->expandable) {
+        cr_assert_eq(cca_domain_reserve(a, D, 8 * MiB), CCA_ERR_INVALID_ARGUMENT);
+        cr_assert(strstr(cca_last_error(), "the domain has an arena already"), "%s", cca_last_error());
+        void *z = in(a, D, 1 * MiB, S0);
+        cr_assert_eq(z, x, "the arena serves again, its pages mapped again");
+        tu_free(a, z);
+        cr_assert_eq(cca_trim(a, 0, NULL), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(dst(a, D).segments, 0, "a trim gives the empty range back");
+    }
+    cr_assert_eq(cca_domain_reserve(a, D, 8 * MiB), CCA_OK, "a new arena: %s", cca_last_error());
+    cr_assert_eq(dst(a, D).reserved_bytes, 8 * MiB);
+    finish(a, u);
+}
+
 /* Domain D's 8 MiB arena over 2 MiB pages, x (1 MiB) live at its start
  * and the rest unmapped by a trim: only x's page stays mapped. */
 static cca_allocator *pinned_arena(cca_upstream *u, cca_domain **D, void **x) {

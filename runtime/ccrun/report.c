@@ -19,6 +19,7 @@
 #include <locale.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -140,11 +141,11 @@ static size_t unit_columns(const char *s, size_t *n) {
     return w < 0 ? 1 : (size_t)w;
 }
 
-/* The display columns of s's first len bytes, written escaped. */
-static size_t model_columns(const char *s, size_t len) {
+/* The display columns of s, written escaped. */
+static size_t model_columns(const char *s) {
     size_t cols = 0;
-    for (size_t i = 0, n; i < len && s[i]; i += n)
-        cols += unit_columns(s + i, &n);
+    for (size_t n; *s; s += n)
+        cols += unit_columns(s, &n);
     return cols;
 }
 
@@ -161,33 +162,23 @@ static void print_row(FILE *f, const ccrun_row *w) {
      * whole), cut between characters and padded to the columns written
      * (model_columns). The model and the note quote paths and --conf:
      * written escaped (ccai_fprintf_escaped). */
-    const char *wm = w->model && *w->model ? w->model : "-";
-    size_t total = model_columns(wm, strlen(wm)), cols = total;
-    const char *from = wm, *mark = "";
-    int len = (int)strlen(wm);
-    if (total > 34 && !strncmp(wm, "mlp:", 4)) { /* the head */
-        mark = "...", len = 0, cols = 0;
-        for (size_t n, c; wm[len] && cols + (c = unit_columns(wm + len, &n)) <= 31; len += (int)n)
+    const char *from = w->model && *w->model ? w->model : "-";
+    size_t cols = model_columns(from), len = strlen(from), n;
+    bool head = cols > 34 && !strncmp(from, "mlp:", 4), tail = cols > 34 && !head;
+    if (head) { /* whole characters up to 31 columns, then "..." */
+        len = 0, cols = 3;
+        for (size_t c; from[len] && cols + (c = unit_columns(from + len, &n)) <= 34; len += n)
             cols += c;
-        cols += 3;
-    } else if (total > 34) { /* the tail */
-        mark = "...";
-        size_t n;
-        while (cols > 31) {
+    } else if (tail) { /* "...", then the last characters that fit in 31 columns */
+        for (; cols > 31; from += n)
             cols -= unit_columns(from, &n);
-            from += n;
-        }
         while (*from && unit_columns(from, &n) == 0) /* a combining mark would sit on the "..." */
             from += n;
-        len = (int)strlen(from);
-        cols += 3;
+        len = strlen(from), cols += 3;
     }
-    fprintf(f, "%-9s ", w->phase);
-    if (*mark && from != wm)
-        fputs(mark, f);
-    ccai_fprintf_escaped(f, "%.*s", len, from);
-    if (*mark && from == wm)
-        fputs(mark, f);
+    fprintf(f, "%-9s %s", w->phase, tail ? "..." : "");
+    ccai_fprintf_escaped(f, "%.*s", (int)len, from);
+    fputs(head ? "..." : "", f);
     fprintf(f, "%*s %11s %11s %11s %6.3f %8.1f ms  ", cols < 34 ? (int)(34 - cols) : 0, "", a, b, c, w->fragmentation,
             w->ms);
     ccr_fputs_escaped(w->note, f);

@@ -943,6 +943,7 @@ cp "$TMP/w/模型-модель-ü.safetensors" "$TMP/w/$ACC.st"
 CCRUN_ABS=$(realpath "$CCRUN")
 (cd "$TMP/w" && "$CCRUN_ABS" --device host --capacity 64M "模型-модель-ü.safetensors" "$E/../模-ü.st" \
     "$TMP/w/$E/../模型-модель-ü.safetensors" "$E/../模型-模型-模型-模型-模型-模型-模型-ü.safetensors" "$ACC.st" mlp:4x4 \
+    mlp:16x16:relu:softmax:seed=1234567890123456789 \
     >"$TMP/wo" 2>"$TMP/we")
 if python3 - "$TMP/wo" "$TMP/w" <<'PY'; then
 import sys, unicodedata
@@ -950,12 +951,13 @@ def cols(s):
     return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
 text = open(sys.argv[1], encoding="utf-8").read()
 rows = [l for l in text.splitlines() if l.startswith("load ")]
-assert len(rows) == 6 and "\x1b" not in text, text
+assert len(rows) == 7 and "\x1b" not in text, text
 for l in rows:
     assert cols(l[:l.index(" KiB") + 4]) == 56, l
 names = [l[10:].split("  ")[0] for l in rows]
 assert names[0] == "模型-модель-ü.safetensors" and names[1] == "x\\x1by/../模-ü.st", names
-assert [n[:3] == "..." for n in names] == [False, False, True, True, True, False], names
+assert [n[:3] == "..." for n in names] == [False, False, True, True, True, False, False], names
+assert names[6] == "mlp:16x16:relu:softmax:seed=123...", names[6]  # a spec keeps its head
 # a cut never leaves a combining mark first, on the "..."
 assert names[4][3] == "e" and names[4].endswith("e\u0301.st") and cols(names[4]) == 34, names[4]
 # cut between characters (an escape is one): 31 columns at most, then "...",

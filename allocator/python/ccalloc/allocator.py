@@ -608,11 +608,11 @@ class Allocator:
         domain made through it is not destroyed: the domain would be
         unusable with its memory still in the device's allocator (a
         domain another thread is making through it is waited for, then
-        counted). Closing twice does nothing. Calls in flight on other threads are waited
-        for; from inside a call on this allocator (a log callback), or on
-        a thread making a domain through the view (a signal handler's
-        clean-up), it raises :class:`InvalidArgumentError` and changes
-        nothing.
+        counted). Closing twice does nothing. Calls in flight on other
+        threads are waited for; from inside a call on this allocator (a
+        log callback), or on a thread making a domain through the view (a
+        signal handler's clean-up), it raises
+        :class:`InvalidArgumentError` and changes nothing.
         """
         view = not getattr(self, "_owned", True)
         me = threading.get_ident()
@@ -653,9 +653,9 @@ class Allocator:
                     time.sleep(0.0002)  # polled, as the calls in flight below
             if refused:
                 raise argument_error(self._lib, ERR_INVALID_ARGUMENT,
-                                     "close() from inside a call on this allocator (a log callback? a handler run while this thread "
-                                     "makes a domain through it?) is "
-                                     "refused: the call would go on with a destroyed allocator")
+                                     "close() from inside a call on this allocator (a log callback? a handler "
+                                     "run while this thread makes a domain through it?) is refused: the call "
+                                     "would go on with a destroyed allocator")
             if handle is None:
                 return
             while self._inflight:  # the calls already in C finish first (polled: see "Signals" above)

@@ -5,7 +5,7 @@
  *
  * - Address space: ONE range the size of the capacity (rounded up to the
  *   host page), mmap(NULL, range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
- *   MAP_NORESERVE): no memory until touched. The device places every alloc
+ *   MAP_NORESERVE), 2 MiB-aligned from 2 MiB: no memory until touched. The device places every alloc
  *   itself, so addresses depend only on this device's calls (best fit
  *   breaks ties by address: figures are the same in every run).
  * - Placement: FIRST FIT BY ADDRESS over a sorted array of free extents,
@@ -22,7 +22,9 @@
  *   nothing, every alloc and map an OOM; so is a vm_granularity above the
  *   capacity (not one page of it fits).
  * - Pages live only while allocated: alloc mprotects them READ|WRITE (zero
- *   pages on first touch); free maps fresh PROT_NONE pages over them (mmap
+ *   pages on first touch), the 2 MiB pages wholly inside it asked to be huge
+ *   (MADV_HUGEPAGE: one fault per 2 MiB, as a GPU's page; never one that
+ *   straddles two allocations, so a free gives all its pages back); free maps fresh PROT_NONE pages over them (mmap
  *   MAP_FIXED): the memory goes back to the OS at once and a later touch
  *   faults, like a use after cudaFree. Where the kernel refuses new
  *   mappings (the address space above RLIMIT_AS), the same in place:
@@ -105,6 +107,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#define HOST_HUGE ((size_t)2 << 20) /* a GPU's page, and the host's huge page */
 
 typedef struct extent {
     size_t off, len;
@@ -204,6 +208,17 @@ static bool reserve_one(extent **a, size_t n, size_t *cap) {
     return true;
 }
 
+/* The 2 MiB pages wholly inside [p, p + len) asked to be huge
+ * (MADV_HUGEPAGE; a hint: refused, the pages are small). Only those: a
+ * huge page never straddles two allocations, so a free gives all of its
+ * pages back at once. */
+static void ask_huge_inside(char *p, size_t len) {
+    uintptr_t lo = ((uintptr_t)p + HOST_HUGE - 1) & ~(uintptr_t)(HOST_HUGE - 1);
+    uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(HOST_HUGE - 1);
+    if (lo < hi)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+}
+
 static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
     host_device *d = ctx;
     spin_ns(d->alloc_latency_ns);
@@ -232,6 +247,7 @@ static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
         pthread_mutex_unlock(&d->lock);
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: mprotect of %zu bytes failed: %s", len, strerror(e));
     }
+    ask_huge_inside(p, len);
     size_t off = d->free[i].off, k = live_at_or_after(d, off);
     memmove(&d->live[k + 1], &d->live[k], (d->nlive - k) * sizeof *d->live);
     d->live[k] = (extent){off, size};
@@ -662,7 +678,6 @@ static cca_status host_event_destroy(void *ctx, void *event) {
  * (copy_engine.c), which copy_wait waits for; a copy from or to an
  * unmapped page faults, in the engine's thread or the caller's, a crash as
  * any touch of it. */
-#define HOST_HUGE ((size_t)2 << 20)
 
 static size_t host_length(size_t size) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -824,13 +839,21 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     d->unmap_call_ns = o->vm_unmap_call_latency_ns ? o->vm_unmap_call_latency_ns : o->free_latency_ns;
     d->gran = gran;
     d->whole_maps = o->vm_backing == CCA_VM_WHOLE_MAPS;
-    void *base = mmap(NULL, d->range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) {
+    /* 2 MiB-aligned from 2 MiB (the slop unmapped): an allocation of whole
+     * 2 MiB pages then lies on huge pages (ask_huge_inside) */
+    size_t slop = d->range >= HOST_HUGE && d->range <= SIZE_MAX - HOST_HUGE ? HOST_HUGE : 0;
+    char *raw = mmap(NULL, d->range + slop, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) {
         int e = errno;
         host_destroy(d);
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: reserving %zu bytes of address space: %s", fn,
                          o->capacity, strerror(e));
     }
+    char *base = slop ? (char *)(((uintptr_t)raw + HOST_HUGE - 1) & ~(uintptr_t)(HOST_HUGE - 1)) : raw;
+    if (base > raw)
+        munmap(raw, (size_t)(base - raw));
+    if (raw + slop > base)
+        munmap(base + d->range, (size_t)(raw + slop - base));
     d->base = base;
     d->free = malloc(64 * sizeof *d->free);
     if (!d->free) {

@@ -18,7 +18,9 @@
  *               every new mapping (RLIMIT_AS below the address space); a
  *               free that can give them back neither way (mlocked pages
  *               too) is CCA_ERR_UPSTREAM with the reason and changes
- *               nothing, the block still readable and writable.
+ *               nothing, the block still readable and writable; the
+ *               2 MiB pages wholly inside an allocation are huge (smaps),
+ *               none shared by two.
  *   bad frees   anything that is not exactly an allocation of the device is
  *               refused with CCA_ERR_UPSTREAM and changes nothing.
  *   latency     busy-waits per alloc (granted or refused) and per free; only
@@ -43,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -758,6 +761,95 @@ Test(upstream_host, freed_pages_go_back_to_the_os_and_come_back_zeroed) {
     size_t r3 = tu_resident_bytes();
     cr_assert_leq(r3, r2 + 8 * MiB, "reading fresh pages raised resident memory from %zu to %zu", r2, r3);
     dev_free(u, q, size);
+    cca_upstream_destroy(u);
+}
+
+/* Transparent huge pages this process may have: "[always]" or "[madvise]"
+ * in sysfs, and not turned off for it (prctl). NULL, else why not. */
+static const char *no_huge_pages(void) {
+    char mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f)
+        return "no /sys/kernel/mm/transparent_hugepage/enabled: the kernel has no transparent huge pages";
+    if (!fgets(mode, sizeof mode, f))
+        mode[0] = 0;
+    fclose(f);
+    if (!strstr(mode, "[always]") && !strstr(mode, "[madvise]"))
+        return "transparent huge pages are off (sysfs)";
+    if (prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1)
+        return "transparent huge pages are off for this process (PR_SET_THP_DISABLE)";
+    return NULL;
+}
+
+/* A counter of /proc/vmstat (0 when absent). */
+static unsigned long vmstat(const char *name) {
+    FILE *f = fopen("/proc/vmstat", "r");
+    cr_assert_not_null(f, "/proc/vmstat: %s", strerror(errno));
+    char key[64];
+    unsigned long v, found = 0;
+    while (fscanf(f, "%63s %lu", key, &v) == 2)
+        if (strcmp(key, name) == 0)
+            found = v;
+    fclose(f);
+    return found;
+}
+
+/* Bytes in huge pages (smaps' AnonHugePages) of the mappings that meet
+ * [lo, hi) (one that crosses an end is the range's PROT_NONE rest merged
+ * with a neighbour of the same kind: no pages). */
+static size_t huge_bytes_in(uintptr_t lo, uintptr_t hi) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    cr_assert_not_null(f, "/proc/self/smaps: %s", strerror(errno));
+    char line[512];
+    bool in = false;
+    size_t kib = 0, total = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = a < hi && b > lo;
+        else if (in && sscanf(line, "AnonHugePages: %zu kB", &kib) == 1)
+            total += kib * 1024;
+    }
+    fclose(f);
+    return total;
+}
+
+/* The 2 MiB pages wholly inside an allocation are huge, as a GPU's pages;
+ * one that two allocations share is not, so a free gives all of its pages
+ * back at once. The range is 2 MiB-aligned: the first allocation starts a
+ * huge page.
+ *     MiB   0     2     4     6     8    10    12
+ *           [ a: 3 ][ b: 5          ][ c: 4     ]
+ *           [HUGE ][small][HUGE][HUGE][HUGE][HUGE]  10 MiB huge
+ * freeing b: resident memory falls by its 5 MiB; a's and c's 6 MiB stay huge */
+Test(upstream_host, the_2_mib_pages_inside_an_allocation_are_huge_and_go_back_whole) {
+    const char *why = no_huge_pages();
+    if (why)
+        cr_skip_test("%s", why);
+    size_t P = tu_page_size();
+    cca_upstream *u = make_device(64 * MiB);
+    char *a = dev_alloc(u, 3 * MiB), *b = dev_alloc(u, 5 * MiB), *c = dev_alloc(u, 4 * MiB);
+    cr_assert_eq((uintptr_t)a % (2 * MiB), 0, "the range starts at %p, off 2 MiB", (void *)a);
+    cr_assert_eq(b, a + 3 * MiB);
+    cr_assert_eq(c, a + 8 * MiB);
+    uintptr_t lo = (uintptr_t)a, hi = lo + 64 * MiB;
+    unsigned long fallback = vmstat("thp_fault_fallback");
+    for (size_t i = 0; i < 12 * MiB; i += P)
+        a[i] = 1;
+    if (vmstat("thp_fault_fallback") != fallback)
+        cr_skip_test("the kernel had no huge page for %lu faults meanwhile (thp_fault_fallback)",
+                     vmstat("thp_fault_fallback") - fallback);
+    cr_assert_eq(huge_bytes_in(lo, hi), 10 * MiB, "huge bytes of a, b and c");
+    size_t r1 = tu_resident_bytes();
+    dev_free(u, b, 5 * MiB);
+    size_t r2 = tu_resident_bytes();
+    cr_assert_leq(r2 + 5 * MiB, r1, "freeing b's 5 MiB lowered resident memory only from %zu to %zu", r1, r2);
+    cr_assert_eq(huge_bytes_in(lo, hi), 6 * MiB, "huge bytes of a and c");
+    TU_ASSERT_FAULTS(b + 2 * MiB);
+    cr_assert_eq(a[2 * MiB], 1, "a's small pages keep their data");
+    dev_free(u, a, 3 * MiB);
+    dev_free(u, c, 4 * MiB);
+    cr_assert_eq(huge_bytes_in(lo, hi), 0);
     cca_upstream_destroy(u);
 }
 

@@ -18,7 +18,8 @@
  *              (a size and a device; no memory until mapped), and mappings
  *              (a run of a reservation backed by one handle: fresh
  *              anonymous pages, PROT_NONE until cuMemSetAccess makes them
- *              read-write; an unmap puts fresh PROT_NONE pages back, so the
+ *              read-write, and huge where the granularity is whole 2 MiB
+ *              pages (MADV_HUGEPAGE: one fault per 2 MiB); an unmap puts fresh PROT_NONE pages back, so the
  *              memory goes and a later touch faults).
  *
  * Rules enforced (a call that breaks one fails with the driver's
@@ -1119,6 +1120,8 @@ static CUresult CUDAAPI d_set_access(CUdeviceptr ptr, size_t size, const CUmemAc
         }
     }
     mprotect((void *)p, size, PROT_READ | PROT_WRITE);
+    if (g_config.granularity % (2 * MIB) == 0)         /* whole 2 MiB pages, none shared by two maps */
+        (void)madvise((void *)p, size, MADV_HUGEPAGE); /* a GPU's: one fault each (a hint) */
     for (size_t i = 0; i < g_nmaps; i++) {
         dbl_mapping *m = &g_maps[i];
         if (m->addr >= p && m->addr + m->size <= p + size && !m->access) {

@@ -22,14 +22,14 @@
  *   nothing, every alloc and map an OOM; so is a vm_granularity above the
  *   capacity (not one page of it fits).
  * - Pages live only while allocated: alloc mprotects them READ|WRITE (zero
- *   pages on first touch), the 2 MiB pages wholly inside it asked to be huge
- *   (MADV_HUGEPAGE: one fault per 2 MiB, as a GPU's page; never one that
- *   straddles two allocations, so a free gives all its pages back); free maps fresh PROT_NONE pages over them (mmap
+ *   pages on first touch), asked to be huge when it is whole 2 MiB pages
+ *   (MADV_HUGEPAGE: one fault per 2 MiB, as a GPU's page; never a page two
+ *   allocations share, nor a hint that cuts a mapping); free maps fresh PROT_NONE pages over them (mmap
  *   MAP_FIXED): the memory goes back to the OS at once and a later touch
  *   faults, like a use after cudaFree. Where the kernel refuses new
  *   mappings (the address space above RLIMIT_AS), the same in place:
- *   mprotect PROT_NONE and MADV_DONTNEED (give_back), so memory can always
- *   be given back.
+ *   mprotect PROT_NONE and MADV_DONTNEED, the hint off (give_back), so
+ *   memory can always be given back.
  * - Driver costs (optional): a busy-wait per alloc and per free, on
  *   CLOCK_MONOTONIC, outside the lock, charged to refused allocs too.
  * - Events: kernels are host work, synchronous, so an event is complete when
@@ -208,15 +208,16 @@ static bool reserve_one(extent **a, size_t n, size_t *cap) {
     return true;
 }
 
-/* The 2 MiB pages wholly inside [p, p + len) asked to be huge
- * (MADV_HUGEPAGE; a hint: refused, the pages are small). Only those: a
- * huge page never straddles two allocations, so a free gives all of its
- * pages back at once. */
-static void ask_huge_inside(char *p, size_t len) {
-    uintptr_t lo = ((uintptr_t)p + HOST_HUGE - 1) & ~(uintptr_t)(HOST_HUGE - 1);
-    uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(HOST_HUGE - 1);
-    if (lo < hi)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+/* An allocation of whole 2 MiB pages asked to be huge (MADV_HUGEPAGE; a
+ * hint: refused, the pages are small). Only such: a hint over part of one
+ * would cut its mapping in two (a process has vm.max_map_count of them),
+ * and a huge page under two allocations would outlive a free of either
+ * (split, its memory back only when the kernel gets to it). The range
+ * starts on a 2 MiB page, so a device used in whole 2 MiB pages (an
+ * allocator's segments) is huge pages in one mapping. */
+static void ask_huge(char *p, size_t len) {
+    if ((uintptr_t)p % HOST_HUGE == 0 && len % HOST_HUGE == 0)
+        (void)madvise(p, len, MADV_HUGEPAGE);
 }
 
 static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
@@ -247,7 +248,7 @@ static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
         pthread_mutex_unlock(&d->lock);
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: mprotect of %zu bytes failed: %s", len, strerror(e));
     }
-    ask_huge_inside(p, len);
+    ask_huge(p, len);
     size_t off = d->free[i].off, k = live_at_or_after(d, off);
     memmove(&d->live[k + 1], &d->live[k], (d->nlive - k) * sizeof *d->live);
     d->live[k] = (extent){off, size};
@@ -281,8 +282,10 @@ static bool give_back(void *p, size_t len) {
         return true;
     if (mprotect(p, len, PROT_NONE) != 0)
         return false;
-    if (madvise(p, len, MADV_DONTNEED) == 0)
+    if (madvise(p, len, MADV_DONTNEED) == 0) {
+        (void)madvise(p, len, MADV_NOHUGEPAGE); /* in place, its hint would reach the pages' next owners */
         return true;
+    }
     int e = errno;
     (void)mprotect(p, len, PROT_READ | PROT_WRITE); /* as it was: the caller keeps it */
     errno = e;
@@ -839,15 +842,20 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     d->unmap_call_ns = o->vm_unmap_call_latency_ns ? o->vm_unmap_call_latency_ns : o->free_latency_ns;
     d->gran = gran;
     d->whole_maps = o->vm_backing == CCA_VM_WHOLE_MAPS;
-    /* 2 MiB-aligned from 2 MiB (the slop unmapped): an allocation of whole
-     * 2 MiB pages then lies on huge pages (ask_huge_inside) */
-    size_t slop = d->range >= HOST_HUGE && d->range <= SIZE_MAX - HOST_HUGE ? HOST_HUGE : 0;
+    /* 2 MiB-aligned from 2 MiB (the slop unmapped), so that allocations of
+     * whole 2 MiB pages lie on huge pages (ask_huge); where the address
+     * space has no room for the slop (RLIMIT_AS), the range alone */
+    size_t slop = d->range >= HOST_HUGE ? HOST_HUGE : 0; /* range <= SIZE_MAX / 2 + page */
     char *raw = mmap(NULL, d->range + slop, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED && slop) {
+        slop = 0;
+        raw = mmap(NULL, d->range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    }
     if (raw == MAP_FAILED) {
         int e = errno;
         host_destroy(d);
-        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: reserving %zu bytes of address space: %s", fn,
-                         o->capacity, strerror(e));
+        return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: reserving %zu bytes of address space: %s", fn, d->range,
+                             strerror(e));
     }
     char *base = slop ? (char *)(((uintptr_t)raw + HOST_HUGE - 1) & ~(uintptr_t)(HOST_HUGE - 1)) : raw;
     if (base > raw)

@@ -18,9 +18,9 @@
  *               every new mapping (RLIMIT_AS below the address space); a
  *               free that can give them back neither way (mlocked pages
  *               too) is CCA_ERR_UPSTREAM with the reason and changes
- *               nothing, the block still readable and writable; the
- *               2 MiB pages wholly inside an allocation are huge (smaps),
- *               none shared by two.
+ *               nothing, the block still readable and writable; an
+ *               allocation of whole 2 MiB pages is huge (smaps), no other
+ *               is, and the hint cuts no mapping.
  *   bad frees   anything that is not exactly an allocation of the device is
  *               refused with CCA_ERR_UPSTREAM and changes nothing.
  *   latency     busy-waits per alloc (granted or refused) and per free; only
@@ -764,9 +764,11 @@ Test(upstream_host, freed_pages_go_back_to_the_os_and_come_back_zeroed) {
     cca_upstream_destroy(u);
 }
 
-/* Transparent huge pages this process may have: "[always]" or "[madvise]"
- * in sysfs, and not turned off for it (prctl). NULL, else why not. */
-static const char *no_huge_pages(void) {
+/* The kernel's transparent huge page mode, when it is "[madvise]" (huge
+ * pages only where asked) and not turned off for this process: NULL, else
+ * why the hint cannot be seen ("[always]": every aligned page may be huge,
+ * asked or not; "[never]": none). */
+static const char *not_madvise_mode(void) {
     char mode[128] = "";
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
     if (!f)
@@ -774,8 +776,8 @@ static const char *no_huge_pages(void) {
     if (!fgets(mode, sizeof mode, f))
         mode[0] = 0;
     fclose(f);
-    if (!strstr(mode, "[always]") && !strstr(mode, "[madvise]"))
-        return "transparent huge pages are off (sysfs)";
+    if (!strstr(mode, "[madvise]"))
+        return "transparent huge pages are not in madvise mode: a hint is not what makes a page huge";
     if (prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1)
         return "transparent huge pages are off for this process (PR_SET_THP_DISABLE)";
     return NULL;
@@ -794,62 +796,151 @@ static unsigned long vmstat(const char *name) {
     return found;
 }
 
-/* Bytes in huge pages (smaps' AnonHugePages) of the mappings that meet
- * [lo, hi) (one that crosses an end is the range's PROT_NONE rest merged
- * with a neighbour of the same kind: no pages). */
-static size_t huge_bytes_in(uintptr_t lo, uintptr_t hi) {
+/* Of the mappings that meet [lo, hi) (smaps): how many, and their bytes in
+ * huge pages (AnonHugePages). One that crosses an end is the range's
+ * PROT_NONE rest merged with a neighbour of the same kind: no pages. */
+static size_t mappings_in(uintptr_t lo, uintptr_t hi, size_t *huge) {
     FILE *f = fopen("/proc/self/smaps", "r");
     cr_assert_not_null(f, "/proc/self/smaps: %s", strerror(errno));
     char line[512];
     bool in = false;
-    size_t kib = 0, total = 0;
+    size_t kib = 0, n = 0;
+    *huge = 0;
     while (fgets(line, sizeof line, f)) {
         unsigned long a, b;
-        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' '))
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
             in = a < hi && b > lo;
-        else if (in && sscanf(line, "AnonHugePages: %zu kB", &kib) == 1)
-            total += kib * 1024;
+            n += in;
+        } else if (in && sscanf(line, "AnonHugePages: %zu kB", &kib) == 1) {
+            *huge += kib * 1024;
+        }
     }
     fclose(f);
-    return total;
+    return n;
 }
 
-/* The 2 MiB pages wholly inside an allocation are huge, as a GPU's pages;
- * one that two allocations share is not, so a free gives all of its pages
- * back at once. The range is 2 MiB-aligned: the first allocation starts a
- * huge page.
- *     MiB   0     2     4     6     8    10    12
- *           [ a: 3 ][ b: 5          ][ c: 4     ]
- *           [HUGE ][small][HUGE][HUGE][HUGE][HUGE]  10 MiB huge
- * freeing b: resident memory falls by its 5 MiB; a's and c's 6 MiB stay huge */
-Test(upstream_host, the_2_mib_pages_inside_an_allocation_are_huge_and_go_back_whole) {
-    const char *why = no_huge_pages();
+static size_t huge_bytes_in(uintptr_t lo, uintptr_t hi) {
+    size_t huge;
+    mappings_in(lo, hi, &huge);
+    return huge;
+}
+
+/* Touches [p, p + len) page by page; false when the kernel had no huge page
+ * for one of the faults meanwhile (thp_fault_fallback, system-wide). */
+static bool touch_had_huge_pages(char *p, size_t len) {
+    unsigned long fallback = vmstat("thp_fault_fallback");
+    for (size_t i = 0; i < len; i += tu_page_size())
+        p[i] = 1;
+    return vmstat("thp_fault_fallback") == fallback;
+}
+
+/* An allocation of whole 2 MiB pages is asked to be huge, as a GPU's
+ * pages; any other allocation is not (the range is 2 MiB-aligned, so the
+ * first allocation starts a page):
+ *     MiB   0     2     4     6     8    10
+ *           [ a: 4 MiB  ][ b: 3   ][c][ d ]
+ *           [HUGE][HUGE ][ small pages][HUGE]   6 MiB huge
+ * a freed: resident memory falls by its 4 MiB at once, d stays huge. */
+Test(upstream_host, an_allocation_of_whole_2_mib_pages_is_huge_and_goes_back_at_once) {
+    const char *why = not_madvise_mode();
     if (why)
         cr_skip_test("%s", why);
-    size_t P = tu_page_size();
     cca_upstream *u = make_device(64 * MiB);
-    char *a = dev_alloc(u, 3 * MiB), *b = dev_alloc(u, 5 * MiB), *c = dev_alloc(u, 4 * MiB);
-    cr_assert_eq((uintptr_t)a % (2 * MiB), 0, "the range starts at %p, off 2 MiB", (void *)a);
-    cr_assert_eq(b, a + 3 * MiB);
-    cr_assert_eq(c, a + 8 * MiB);
+    char *a = dev_alloc(u, 4 * MiB), *b = dev_alloc(u, 3 * MiB), *c = dev_alloc(u, 1 * MiB);
+    char *d = dev_alloc(u, 2 * MiB);
+    cr_assert_eq((uintptr_t)a % (2 * MiB), 0, "the range starts at %p, off a 2 MiB page", (void *)a);
+    cr_assert_eq(d, a + 8 * MiB);
     uintptr_t lo = (uintptr_t)a, hi = lo + 64 * MiB;
-    unsigned long fallback = vmstat("thp_fault_fallback");
-    for (size_t i = 0; i < 12 * MiB; i += P)
-        a[i] = 1;
-    if (vmstat("thp_fault_fallback") != fallback)
-        cr_skip_test("the kernel had no huge page for %lu faults meanwhile (thp_fault_fallback)",
-                     vmstat("thp_fault_fallback") - fallback);
-    cr_assert_eq(huge_bytes_in(lo, hi), 10 * MiB, "huge bytes of a, b and c");
+    if (!touch_had_huge_pages(a, 10 * MiB))
+        cr_skip_test("the kernel had no huge page for a fault meanwhile (thp_fault_fallback)");
+    cr_assert_eq(huge_bytes_in(lo, hi), 6 * MiB, "huge bytes: a's 4 MiB and d's 2, not b's or c's");
     size_t r1 = tu_resident_bytes();
-    dev_free(u, b, 5 * MiB);
+    dev_free(u, a, 4 * MiB);
     size_t r2 = tu_resident_bytes();
-    cr_assert_leq(r2 + 5 * MiB, r1, "freeing b's 5 MiB lowered resident memory only from %zu to %zu", r1, r2);
-    cr_assert_eq(huge_bytes_in(lo, hi), 6 * MiB, "huge bytes of a and c");
-    TU_ASSERT_FAULTS(b + 2 * MiB);
-    cr_assert_eq(a[2 * MiB], 1, "a's small pages keep their data");
-    dev_free(u, a, 3 * MiB);
-    dev_free(u, c, 4 * MiB);
-    cr_assert_eq(huge_bytes_in(lo, hi), 0);
+    cr_assert_leq(r2 + 4 * MiB, r1, "freeing a's 4 MiB lowered resident memory only from %zu to %zu", r1, r2);
+    cr_assert_eq(huge_bytes_in(lo, hi), 2 * MiB, "d's");
+    TU_ASSERT_FAULTS(a + 3 * MiB);
+    cr_assert_eq(b[0], 1, "b keeps its data");
+    dev_free(u, b, 3 * MiB);
+    dev_free(u, c, 1 * MiB);
+    dev_free(u, d, 2 * MiB);
+    cca_upstream_destroy(u);
+}
+
+/* The hint cuts no mapping: allocations of whole 2 MiB pages side by side
+ * are one mapping, and so are allocations of any other size (a process has
+ * vm.max_map_count mappings; a hint over part of each allocation cost two
+ * more apiece). The rest of the range is one more. */
+Test(upstream_host, hints_cut_no_mapping) {
+    cca_upstream *u = make_device(256 * MiB);
+    enum { N = 40 };
+    char *p[N], *q[N];
+    for (int i = 0; i < N; i++)
+        p[i] = dev_alloc(u, 2 * MiB);
+    uintptr_t lo = (uintptr_t)p[0], hi = lo + 256 * MiB;
+    size_t huge;
+    cr_assert_eq(mappings_in(lo, hi, &huge), 2, "%d allocations of 2 MiB, then the rest of the range", N);
+    for (int i = 0; i < N; i++)
+        q[i] = dev_alloc(u, 3 * MiB + 4096);
+    size_t n = mappings_in(lo, hi, &huge); /* 2 where the kernel refuses the hint */
+    cr_assert(n == 3 || n == 2, "then %d of 3 MiB + 4 KiB (no hint): at most one more mapping, not %zu", N, n);
+    for (int i = 0; i < N; i++) {
+        dev_free(u, p[i], 2 * MiB);
+        dev_free(u, q[i], 3 * MiB + 4096);
+    }
+    cr_assert_eq(mappings_in(lo, hi, &huge), 1, "all freed: the range is one mapping again");
+    cca_upstream_destroy(u);
+}
+
+/* A device whose range fits the address space but not the 2 MiB it is
+ * aligned with (RLIMIT_AS) is made all the same, unaligned. */
+Test(upstream_host, a_device_without_room_to_align_is_made_unaligned) {
+    cca_upstream *u = make_device(64 * MiB); /* what a creation needs besides its range, once */
+    cca_upstream_destroy(u);
+    struct rlimit old;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    unsigned long pages = 0;
+    cr_assert_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    struct rlimit low = old;
+    low.rlim_cur = (rlim_t)(pages * tu_page_size() + 64 * MiB + 1 * MiB); /* the range, not range + 2 MiB */
+    cr_assert_eq(setrlimit(RLIMIT_AS, &low), 0, "setrlimit: %s", strerror(errno));
+    cca_status st = cca_upstream_host_create(64 * MiB, &u);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", cca_last_error());
+    void *p = NULL;
+    cca_status sa = st == CCA_OK ? cca_upstream_alloc(u, 64 * MiB, &p) : st;
+    tu_as_limit_lift(&old);
+    cr_assert_eq(st, CCA_OK, "create under the limit: %s: %s", cca_status_string(st), msg);
+    cr_assert_eq(sa, CCA_OK, "the whole capacity: %s", cca_status_string(sa));
+    dev_free(u, p, 64 * MiB);
+    cca_upstream_destroy(u);
+}
+
+/* A free made in place (new mappings refused) turns the hint off over its
+ * pages: later allocations there that are not whole 2 MiB pages share no
+ * huge page, as anywhere else. */
+Test(upstream_host, a_free_in_place_takes_the_hint_off) {
+    const char *why = not_madvise_mode();
+    if (why)
+        cr_skip_test("%s", why);
+    cca_upstream *u = make_device(64 * MiB);
+    char *p = dev_alloc(u, 8 * MiB);
+    uintptr_t lo = (uintptr_t)p, hi = lo + 64 * MiB;
+    memset(p, 0x5a, 8 * MiB);
+    struct rlimit old = tu_as_limit_below_now();
+    cca_status st = cca_upstream_free(u, p, 8 * MiB);
+    tu_as_limit_lift(&old);
+    cr_assert_eq(st, CCA_OK, "the free in place");
+    char *x = dev_alloc(u, 1 * MiB), *y = dev_alloc(u, 3 * MiB);
+    cr_assert_eq(x, p);
+    if (!touch_had_huge_pages(x, 4 * MiB))
+        cr_skip_test("the kernel had no huge page for a fault meanwhile (thp_fault_fallback)");
+    cr_assert_eq(huge_bytes_in(lo, hi), 0, "no huge page under x and y, which share [0, 2 MiB)");
+    dev_free(u, x, 1 * MiB);
+    dev_free(u, y, 3 * MiB);
     cca_upstream_destroy(u);
 }
 

@@ -92,11 +92,13 @@ endforeach()
 # block faults, frees while asleep, a wake refused on a full device, DISCARD, classic refused, greedy,
 # cca_sleep / cca_wake all or nothing, a fault at every upstream call of a sleep and a wake, threads.
 cca_add_test(NAME test_sleep SOURCES allocator/unit/test_sleep.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
-cca_add_test(NAME test_copy_engine SOURCES allocator/unit/test_copy_engine.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+cca_add_test(NAME test_copy_engine SOURCES allocator/unit/test_copy_engine.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu
+  HOT) # its patterns over copied bytes
 # Sleep and wake under attack (allocator/hostile/test_sleep_hostile.c): seeded random programs over three domains
 # checked after every call (with and without injected upstream faults), frees while asleep in every order against
 # the chunk rule, a refused unmap, and the simulated device's host memory and copy engine at their edges.
-cca_add_test(NAME test_sleep_hostile SOURCES allocator/hostile/test_sleep_hostile.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+cca_add_test(NAME test_sleep_hostile SOURCES allocator/hostile/test_sleep_hostile.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu
+  HOT) # its checks of slept and woken bytes
 # Sleep and wake beside the rest of the allocator (allocator/hostile/test_sleep_interplay.c): the release report,
 # hold_peak, and the other calls while a domain sleeps, each a case the random programs do not reach.
 cca_add_test(NAME test_sleep_interplay SOURCES allocator/hostile/test_sleep_interplay.c support/pickle_read.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
@@ -117,11 +119,13 @@ cca_add_test(NAME test_release_bound SOURCES allocator/random/test_release_bound
 # Classic segments under growth held pointer for pointer to a model written from the docs (classic_model.c):
 # every status, pointer, count and release report after every step of seeded random programs.
 cca_add_test(NAME test_classic_oracle SOURCES allocator/random/test_classic_oracle.c allocator/random/classic_model.c
-  allocator/random/oracle_harness.c allocator/random/model_blocks.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+  allocator/random/oracle_harness.c allocator/random/model_blocks.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu
+  HOT) # its model
 # Expandable segments under growth held pointer for pointer and page for page to a model written from the
 # docs (pages_model.c): every status, pointer, count, map and release report after every step.
 cca_add_test(NAME test_pages_oracle SOURCES allocator/random/test_pages_oracle.c allocator/random/pages_model.c
-  allocator/random/oracle_harness.c allocator/random/model_blocks.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
+  allocator/random/oracle_harness.c allocator/random/model_blocks.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu
+  HOT) # its model
 # cca_destroy over whole maps with maps mapped: one unmap per map, a refused unmap or synchronize.
 cca_add_test(NAME test_whole_maps_destroy SOURCES allocator/unit/test_whole_maps_destroy.c support/alloc_test_util.c LIBS ccalloc_static LABEL cpu)
 

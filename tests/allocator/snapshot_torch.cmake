@@ -27,7 +27,7 @@ endif()
 # one another and to a model after every step of seeded random sequences
 # (random/test_snapshot_model.c; tests/support/pickle_read.c decodes the pickle).
 cca_add_test(NAME test_snapshot_model SOURCES allocator/random/test_snapshot_model.c support/pickle_read.c support/alloc_test_util.c
-             LIBS ccalloc_static LABEL cpu)
+             LIBS ccalloc_static LABEL cpu HOT) # its model and readers
 target_link_libraries(test_snapshot_model PRIVATE PkgConfig::CJSON)
 
 # The recorders and writers under hostile conditions: huge snapshots, the

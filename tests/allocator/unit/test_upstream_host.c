@@ -857,7 +857,10 @@ Test(upstream_host, an_allocation_of_whole_2_mib_pages_is_huge_and_goes_back_at_
     size_t r1 = tu_resident_bytes();
     dev_free(u, a, 4 * MiB);
     size_t r2 = tu_resident_bytes();
-    cr_assert_leq(r2 + 4 * MiB, r1, "freeing a's 4 MiB lowered resident memory only from %zu to %zu", r1, r2);
+    /* all 4 MiB (a huge page kept would be 2 MiB short), give or take the
+     * few pages the reading of statm itself may touch (ASan's malloc) */
+    cr_assert_leq(r2 + 4 * MiB, r1 + 64 * KiB, "freeing a's 4 MiB lowered resident memory only from %zu to %zu", r1,
+                  r2);
     cr_assert_eq(huge_bytes_in(lo, hi), 2 * MiB, "d's");
     TU_ASSERT_FAULTS(a + 3 * MiB);
     cr_assert_eq(b[0], 1, "b keeps its data");

@@ -5,9 +5,10 @@
  *
  * - Address space: ONE range the size of the capacity (rounded up to the
  *   host page), mmap(NULL, range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
- *   MAP_NORESERVE), 2 MiB-aligned from 2 MiB: no memory until touched. The device places every alloc
- *   itself, so addresses depend only on this device's calls (best fit
- *   breaks ties by address: figures are the same in every run).
+ *   MAP_NORESERVE), 2 MiB-aligned from 2 MiB where the address space has
+ *   room: no memory until touched. The device places every alloc itself,
+ *   so addresses depend only on this device's calls (best fit breaks ties
+ *   by address: figures are the same in every run).
  * - Placement: FIRST FIT BY ADDRESS over a sorted array of free extents,
  *     free[0..n): {off, len}, off strictly increasing, no two touching
  *   (merged on free); an alloc takes the lowest extent that fits, from its
@@ -24,8 +25,8 @@
  * - Pages live only while allocated: alloc mprotects them READ|WRITE (zero
  *   pages on first touch), asked to be huge when it is whole 2 MiB pages
  *   (MADV_HUGEPAGE: one fault per 2 MiB, as a GPU's page; never a page two
- *   allocations share, nor a hint that cuts a mapping); free maps fresh PROT_NONE pages over them (mmap
- *   MAP_FIXED): the memory goes back to the OS at once and a later touch
+ *   allocations share, nor a hint that cuts a mapping); free maps fresh
+ *   PROT_NONE pages over them (mmap MAP_FIXED): the memory goes back to the OS at once and a later touch
  *   faults, like a use after cudaFree. Where the kernel refuses new
  *   mappings (the address space above RLIMIT_AS), the same in place:
  *   mprotect PROT_NONE and MADV_DONTNEED, the hint off (give_back), so
@@ -265,6 +266,25 @@ static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
     return CCA_OK;
 }
 
+/* len bytes of a fresh mapping that start on a multiple of align (a power
+ * of two; 0: anywhere): align bytes more mapped, the slop on each side
+ * unmapped. MAP_FAILED with errno set where the address space has no room. */
+static char *map_aligned(size_t len, size_t align, int prot, int flags) {
+    if (len > SIZE_MAX - align) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    char *raw = mmap(NULL, len + align, prot, flags, -1, 0);
+    if (raw == MAP_FAILED || !align)
+        return raw;
+    char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    if (raw + align > p)
+        munmap(p + len, (size_t)(raw + align - p));
+    return p;
+}
+
 /* Fresh inaccessible address space over [p, p + len): what a range holds
  * where nothing is mapped. */
 static bool protect_none(void *p, size_t len) {
@@ -398,19 +418,12 @@ static cca_status host_vm_reserve(void *ctx, size_t size, void **base) {
     size_t g = d->gran;
     if (size > SIZE_MAX - g)
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: vm_reserve of %zu bytes: beyond the address space", size);
-    /* one granule more than asked, so that an aligned start lies inside */
-    char *p = mmap(NULL, size + g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
+    char *start = map_aligned(size, g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+    if (start == MAP_FAILED) {
         int e = errno;
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: vm_reserve of %zu bytes of address space: %s", size,
                          strerror(e));
     }
-    char *start = (char *)(((uintptr_t)p + g - 1) & ~(uintptr_t)(g - 1));
-    size_t head = (size_t)(start - p), tail = g - head;
-    if (head)
-        munmap(p, head);
-    if (tail)
-        munmap(start + size, tail);
     pthread_mutex_lock(&d->lock);
     if (!reserve_span(&d->ranges, d->nranges, &d->capranges)) {
         pthread_mutex_unlock(&d->lock);
@@ -691,21 +704,12 @@ static size_t host_length(size_t size) {
 static cca_status host_host_alloc(void *ctx, size_t size, void **ptr) {
     host_device *d = ctx;
     *ptr = NULL;
-    size_t len = host_length(size), slop = size >= HOST_HUGE ? HOST_HUGE : 0;
-    char *p = len && len <= SIZE_MAX - slop
-                  ? mmap(NULL, len + slop, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                  : MAP_FAILED;
+    size_t len = host_length(size), align = size >= HOST_HUGE ? HOST_HUGE : 0;
+    char *p = len ? map_aligned(len, align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS) : MAP_FAILED;
     if (p == MAP_FAILED)
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host-simulated: no host memory for %zu bytes", size);
-    if (slop) { /* aligned to 2 MiB, the slop on each side unmapped */
-        char *q = (char *)(((uintptr_t)p + HOST_HUGE - 1) & ~(uintptr_t)(HOST_HUGE - 1));
-        if (q > p)
-            munmap(p, (size_t)(q - p));
-        if (q + len < p + len + slop)
-            munmap(q + len, (size_t)(p + len + slop - (q + len)));
-        p = q;
+    if (align)
         (void)madvise(p, len, MADV_HUGEPAGE);
-    }
     pthread_mutex_lock(&d->lock);
     bool recorded = reserve_span(&d->hosts, d->nhosts, &d->caphosts);
     if (recorded)
@@ -845,23 +849,16 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     /* 2 MiB-aligned from 2 MiB (the slop unmapped), so that allocations of
      * whole 2 MiB pages lie on huge pages (ask_huge); where the address
      * space has no room for the slop (RLIMIT_AS), the range alone */
-    size_t slop = d->range >= HOST_HUGE ? HOST_HUGE : 0; /* range <= SIZE_MAX / 2 + page */
-    char *raw = mmap(NULL, d->range + slop, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (raw == MAP_FAILED && slop) {
-        slop = 0;
-        raw = mmap(NULL, d->range, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    }
-    if (raw == MAP_FAILED) {
+    int kind = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    char *base = map_aligned(d->range, d->range >= HOST_HUGE ? HOST_HUGE : 0, PROT_NONE, kind);
+    if (base == MAP_FAILED)
+        base = map_aligned(d->range, 0, PROT_NONE, kind);
+    if (base == MAP_FAILED) {
         int e = errno;
         host_destroy(d);
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "%s: reserving %zu bytes of address space: %s", fn, d->range,
                              strerror(e));
     }
-    char *base = slop ? (char *)(((uintptr_t)raw + HOST_HUGE - 1) & ~(uintptr_t)(HOST_HUGE - 1)) : raw;
-    if (base > raw)
-        munmap(raw, (size_t)(base - raw));
-    if (raw + slop > base)
-        munmap(base + d->range, (size_t)(raw + slop - base));
     d->base = base;
     d->free = malloc(64 * sizeof *d->free);
     if (!d->free) {

@@ -19,8 +19,9 @@
  *              (a run of a reservation backed by one handle: fresh
  *              anonymous pages, PROT_NONE until cuMemSetAccess makes them
  *              read-write, and huge where the granularity is whole 2 MiB
- *              pages (MADV_HUGEPAGE: one fault per 2 MiB); an unmap puts fresh PROT_NONE pages back, so the
- *              memory goes and a later touch faults).
+ *              pages (MADV_HUGEPAGE: one fault per 2 MiB); an unmap puts
+ *              fresh PROT_NONE pages back, so the memory goes and a later
+ *              touch faults).
  *
  * Rules enforced (a call that breaks one fails with the driver's
  * CUDA_ERROR_INVALID_VALUE / INVALID_CONTEXT, or the runtime's

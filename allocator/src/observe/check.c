@@ -12,7 +12,7 @@
  * - Cost O(blocks + segments + pages / 64 + pending waits + domains x
  *   pools x streams x 6): a pages segment's bitmaps a word (64 pages) at a
  *   time (the kind's check); each key stream's class bitmap a row of 64
- *   words at a time, an empty row by one memcmp (free_index.c). Allocates nothing, so it runs
+ *   words at a time, an empty row by one OR of its words (free_index.c). Allocates nothing, so it runs
  *   after every public call (CCA_DEBUG=2) and inside fault-injection tests.
  * - ccai_diagnose_pointer turns "not in the live map" into the mistake:
  *   double free (of a pending or a free block), interior pointer (block

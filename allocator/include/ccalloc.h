@@ -475,13 +475,27 @@ typedef struct cca_host_options {
      * CCA_ERR_INVALID_ARGUMENT. */
     uint64_t vm_map_call_latency_ns;
     uint64_t vm_unmap_call_latency_ns;
+    /* The host pages under the device's memory, a cost only (placement,
+     * capacity and every count are the same either way):
+     * CCA_HOST_PAGES_HUGE (0, the default): every alloc, map and host
+     * alloc of whole 2 MiB pages is asked to be huge (MADV_HUGEPAGE), as a
+     * GPU's page is 2 MiB: one fault, and 2 MiB zeroed, per 2 MiB first
+     * touched; cheapest for a user that touches every page (an engine's
+     * tensors). CCA_HOST_PAGES_SMALL: never asked, so 4 KiB pages where
+     * transparent huge pages are in madvise mode (the kernel's "always"
+     * mode makes them huge regardless); cheapest for a user that touches a
+     * few bytes per block (ccbench's tags: 4 KiB zeroed, not 2 MiB). Else
+     * CCA_ERR_INVALID_ARGUMENT. */
+    int host_pages;
 } cca_host_options;
+#define CCA_HOST_PAGES_HUGE 0  /* host_pages (the default): whole 2 MiB pages asked to be huge */
+#define CCA_HOST_PAGES_SMALL 1 /* host_pages: never asked                                       */
 #define CCA_HOST_MAX_LATENCY_NS 1000000000ull
 
 /* The same device with the driver's costs (cca_host_options above).
  * Errors: as cca_upstream_host_create, and CCA_ERR_INVALID_ARGUMENT for o
- * NULL, a latency above CCA_HOST_MAX_LATENCY_NS, a bad vm_granularity or
- * vm_backing. Cost: as cca_upstream_host_create. */
+ * NULL, a latency above CCA_HOST_MAX_LATENCY_NS, a bad vm_granularity,
+ * vm_backing or host_pages. Cost: as cca_upstream_host_create. */
 cca_status cca_upstream_host_create_with(const cca_host_options *o, cca_upstream **out);
 
 /* cudaMalloc / cudaFree / cudaMemGetInfo / cudaDeviceSynchronize /

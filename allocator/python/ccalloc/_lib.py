@@ -242,13 +242,13 @@ def out_struct(cls):
 
 
 class HostOptions(ctypes.Structure):
-    """``cca_host_options``: the simulated device's capacity, costs, granularity and backing."""
+    """``cca_host_options``: the simulated device's capacity, costs, granularity, backing and host pages."""
 
     _fields_ = [("capacity", c_size_t), ("alloc_latency_ns", ctypes.c_uint64),
                 ("free_latency_ns", ctypes.c_uint64), ("vm_granularity", c_size_t),
                 ("vm_map_granule_latency_ns", ctypes.c_uint64), ("vm_unmap_granule_latency_ns", ctypes.c_uint64),
                 ("vm_backing", ctypes.c_int), ("vm_map_call_latency_ns", ctypes.c_uint64),
-                ("vm_unmap_call_latency_ns", ctypes.c_uint64)]
+                ("vm_unmap_call_latency_ns", ctypes.c_uint64), ("host_pages", ctypes.c_int)]
 
 
 class CudaOptions(ctypes.Structure):

@@ -25,7 +25,8 @@
  * - Pages live only while allocated: alloc mprotects them READ|WRITE (zero
  *   pages on first touch), asked to be huge when it is whole 2 MiB pages
  *   (MADV_HUGEPAGE: one fault per 2 MiB, as a GPU's page; never a page two
- *   allocations share, nor a hint that cuts a mapping); free maps fresh
+ *   allocations share, nor a hint that cuts a mapping; never at all with
+ *   host_pages CCA_HOST_PAGES_SMALL, for sparse touches); free maps fresh
  *   PROT_NONE pages over them (mmap MAP_FIXED): the memory goes back to the OS at once and a later touch
  *   faults, like a use after cudaFree. Where the kernel refuses new
  *   mappings (the address space above RLIMIT_AS), the same in place:
@@ -75,7 +76,8 @@
  *   vm_reserve  mmap(size + gran, PROT_NONE, MAP_NORESERVE), slop unmapped
  *               on each side: a granularity-aligned range.
  *   vm_map      private anonymous pages mapped MAP_FIXED over the range,
- *               asked to be huge (MADV_HUGEPAGE: one fault per 2 MiB).
+ *               asked to be huge (MADV_HUGEPAGE: one fault per 2 MiB;
+ *               not with CCA_HOST_PAGES_SMALL).
  *               Pages appear zeroed on first touch. Touching maps are one
  *               run of addresses. A failing mmap puts PROT_NONE back where
  *               it left a hole (OOM for ENOMEM, else UPSTREAM; UPSTREAM if
@@ -136,6 +138,7 @@ typedef struct host_device {
     uint64_t map_granule_ns, unmap_granule_ns; /* per granule (whole maps: per map) of a granted vm_map / vm_unmap */
     uint64_t map_call_ns, unmap_call_ns;       /* per vm_map / vm_unmap call, granted or refused */
     bool whole_maps; /* CCA_VM_WHOLE_MAPS: an unmap names whole maps, and each map costs one granule's latency */
+    bool huge;       /* CCA_HOST_PAGES_HUGE: whole 2 MiB pages asked to be huge (ask_huge) */
     /* virtual memory: used + mapped <= capacity                              */
     size_t gran;     /* mapping granularity                                   */
     size_t mapped;   /* bytes in maps                                         */
@@ -216,8 +219,8 @@ static bool reserve_one(extent **a, size_t n, size_t *cap) {
  * (split, its memory back only when the kernel gets to it). The range
  * starts on a 2 MiB page, so a device used in whole 2 MiB pages (an
  * allocator's segments) is huge pages in one mapping. */
-static void ask_huge(char *p, size_t len) {
-    if ((uintptr_t)p % HOST_HUGE == 0 && len % HOST_HUGE == 0)
+static void ask_huge(const host_device *d, char *p, size_t len) {
+    if (d->huge && (uintptr_t)p % HOST_HUGE == 0 && len % HOST_HUGE == 0)
         (void)madvise(p, len, MADV_HUGEPAGE);
 }
 
@@ -249,7 +252,7 @@ static cca_status host_alloc(void *ctx, size_t size, void **ptr) {
         pthread_mutex_unlock(&d->lock);
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: mprotect of %zu bytes failed: %s", len, strerror(e));
     }
-    ask_huge(p, len);
+    ask_huge(d, p, len);
     size_t off = d->free[i].off, k = live_at_or_after(d, off);
     memmove(&d->live[k + 1], &d->live[k], (d->nlive - k) * sizeof *d->live);
     d->live[k] = (extent){off, size};
@@ -511,14 +514,16 @@ static cca_status vm_map_allowed(const host_device *d, uintptr_t a, size_t size,
 }
 
 /* New physical memory at [p, p + size): private anonymous pages mapped
- * over the range's PROT_NONE ones, asked to be huge (MADV_HUGEPAGE: a
- * granule's 2 MiB is one fault, not 512, as a GPU's page is 2 MiB; where
- * the kernel has no transparent huge pages they are 4 KiB, nothing else
- * changes). On failure the PROT_NONE pages are back. */
-static cca_status map_memory(void *p, size_t size) {
+ * over the range's PROT_NONE ones, asked to be huge on a device of huge
+ * pages (MADV_HUGEPAGE: a granule's 2 MiB is one fault, not 512, as a
+ * GPU's page is 2 MiB; where the kernel has no transparent huge pages they
+ * are 4 KiB, nothing else changes). On failure the PROT_NONE pages are
+ * back. */
+static cca_status map_memory(const host_device *d, void *p, size_t size) {
     if (mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) !=
         MAP_FAILED) {
-        (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: refused, the pages are small */
+        if (d->huge)
+            (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: refused, the pages are small */
         return CCA_OK;
     }
     int e = errno;
@@ -545,7 +550,7 @@ static cca_status host_vm_map(void *ctx, void *addr, size_t size) {
     if (st == CCA_OK && !reserve_span(&d->maps, d->nmaps, &d->capmaps))
         st = cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host device: host malloc failed recording a map");
     if (st == CCA_OK)
-        st = map_memory(addr, size);
+        st = map_memory(d, addr, size);
     if (st == CCA_OK) {
         insert_span(d->maps, &d->nmaps, k, (vm_span){a, size});
         d->mapped += size;
@@ -708,7 +713,7 @@ static cca_status host_host_alloc(void *ctx, size_t size, void **ptr) {
     char *p = len ? map_aligned(len, align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS) : MAP_FAILED;
     if (p == MAP_FAILED)
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host-simulated: no host memory for %zu bytes", size);
-    if (align)
+    if (align && d->huge)
         (void)madvise(p, len, MADV_HUGEPAGE);
     pthread_mutex_lock(&d->lock);
     bool recorded = reserve_span(&d->hosts, d->nhosts, &d->caphosts);
@@ -827,6 +832,10 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     if (o->vm_backing != CCA_VM_PAGES && o->vm_backing != CCA_VM_WHOLE_MAPS)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
                          "%s: vm_backing %d is neither CCA_VM_WHOLE_MAPS (0) nor CCA_VM_PAGES (1)", fn, o->vm_backing);
+    if (o->host_pages != CCA_HOST_PAGES_HUGE && o->host_pages != CCA_HOST_PAGES_SMALL)
+        return cca_set_error(CCA_ERR_INVALID_ARGUMENT,
+                             "%s: host_pages %d is neither CCA_HOST_PAGES_HUGE (0) nor CCA_HOST_PAGES_SMALL (1)", fn,
+                             o->host_pages);
     if (o->capacity > SIZE_MAX / 2)
         return cca_set_error(CCA_ERR_INVALID_ARGUMENT, "%s: capacity %zu is beyond the address space", fn,
                          o->capacity);
@@ -846,6 +855,7 @@ static cca_status host_create(const cca_host_options *o, cca_upstream **out, con
     d->unmap_call_ns = o->vm_unmap_call_latency_ns ? o->vm_unmap_call_latency_ns : o->free_latency_ns;
     d->gran = gran;
     d->whole_maps = o->vm_backing == CCA_VM_WHOLE_MAPS;
+    d->huge = o->host_pages == CCA_HOST_PAGES_HUGE;
     /* 2 MiB-aligned from 2 MiB (the slop unmapped), so that allocations of
      * whole 2 MiB pages lie on huge pages (ask_huge); where the address
      * space has no room for the slop (RLIMIT_AS), the range alone */

@@ -19,6 +19,7 @@
 #include "malloc_fault.h"
 
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,6 +303,17 @@ Test(api_contract, host_create_refusals_clear_out) {
     EXPECT_FAIL(cca_upstream_host_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "cca_upstream_host_create");
     cr_assert_null(u);
     o.vm_unmap_call_latency_ns = 0;
+    int pages[] = {-1, 2, INT_MAX, INT_MIN};
+    for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
+        o.host_pages = pages[i];
+        u = SENTINEL;
+        EXPECT_FAIL(cca_upstream_host_create_with(&o, &u), CCA_ERR_INVALID_ARGUMENT, "host_pages");
+        cr_assert_null(u);
+    }
+    o.host_pages = CCA_HOST_PAGES_SMALL;
+    cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
+    cca_upstream_destroy(u);
+    o.host_pages = CCA_HOST_PAGES_HUGE;
     o.free_latency_ns = CCA_HOST_MAX_LATENCY_NS; /* the bound itself is allowed */
     size_t grans[] = {3 * MiB, 512, 1 * MiB + 512};
     for (size_t i = 0; i < 3; i++) {

@@ -870,6 +870,41 @@ Test(upstream_host, an_allocation_of_whole_2_mib_pages_is_huge_and_goes_back_at_
     cca_upstream_destroy(u);
 }
 
+/* host_pages CCA_HOST_PAGES_SMALL: no hint anywhere, so every page is
+ * 4 KiB in madvise mode: an allocation, a map and a host allocation of whole
+ * 2 MiB pages, each touched throughout, hold no huge page; the same on a
+ * default device holds 2 + 2 + 2 MiB of them (where the kernel has one for
+ * each fault). */
+Test(upstream_host, a_device_of_small_pages_asks_for_no_huge_page) {
+    const char *why = not_madvise_mode();
+    if (why)
+        cr_skip_test("%s", why);
+    for (int small = 1; small >= 0; small--) {
+        cca_host_options o = {.capacity = 64 * MiB, .host_pages = small ? CCA_HOST_PAGES_SMALL : CCA_HOST_PAGES_HUGE};
+        cca_upstream *u = NULL;
+        cr_assert_eq(cca_upstream_host_create_with(&o, &u), CCA_OK, "%s", cca_last_error());
+        char *a = dev_alloc(u, 2 * MiB), *m = NULL, *h = NULL;
+        cr_assert_eq(cca_upstream_vm_reserve(u, 4 * MiB, (void **)&m), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_upstream_vm_map(u, m, 2 * MiB), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_upstream_host_alloc(u, 2 * MiB, (void **)&h), CCA_OK, "%s", cca_last_error());
+        bool had = touch_had_huge_pages(a, 2 * MiB);
+        had &= touch_had_huge_pages(m, 2 * MiB);
+        had &= touch_had_huge_pages(h, 2 * MiB);
+        size_t huge = huge_bytes_in((uintptr_t)a, (uintptr_t)a + 2 * MiB) +
+                      huge_bytes_in((uintptr_t)m, (uintptr_t)m + 2 * MiB) +
+                      huge_bytes_in((uintptr_t)h, (uintptr_t)h + 2 * MiB);
+        if (small)
+            cr_assert_eq(huge, 0, "a device of small pages holds %zu bytes of huge pages", huge);
+        else if (had)
+            cr_assert_eq(huge, 6 * MiB, "the default device: the allocation, map and host allocation are huge");
+        cr_assert_eq(cca_upstream_host_free(u, h, 2 * MiB), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_upstream_vm_unmap(u, m, 2 * MiB), CCA_OK, "%s", cca_last_error());
+        cr_assert_eq(cca_upstream_vm_release(u, m, 4 * MiB), CCA_OK, "%s", cca_last_error());
+        dev_free(u, a, 2 * MiB);
+        cca_upstream_destroy(u);
+    }
+}
+
 /* The hint cuts no mapping: allocations of whole 2 MiB pages side by side
  * are one mapping, and so are allocations of any other size (a process has
  * vm.max_map_count mappings; a hint over part of each allocation cost two

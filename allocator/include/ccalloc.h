@@ -446,7 +446,7 @@ typedef struct cca_host_options {
      * (granted calls only). Physical memory
      * of a map is private anonymous pages mapped MAP_FIXED into the
      * reserved range (MADV_HUGEPAGE: huge pages where the kernel has
-     * them); an unmap (whole maps, or with CCA_VM_PAGES any run of mapped
+     * them, unless host_pages below says small); an unmap (whole maps, or with CCA_VM_PAGES any run of mapped
      * granules) puts inaccessible address space over it, so its pages
      * return to the OS at once, even while the rest of the map stays, and
      * a later touch faults. */
@@ -477,10 +477,10 @@ typedef struct cca_host_options {
     uint64_t vm_unmap_call_latency_ns;
     /* The host pages under the device's memory, a cost only (placement,
      * capacity and every count are the same either way):
-     * CCA_HOST_PAGES_HUGE (0, the default): every alloc, map and host
-     * alloc of whole 2 MiB pages is asked to be huge (MADV_HUGEPAGE), as a
-     * GPU's page is 2 MiB: one fault, and 2 MiB zeroed, per 2 MiB first
-     * touched; cheapest for a user that touches every page (an engine's
+     * CCA_HOST_PAGES_HUGE (0, the default): every map, and every alloc
+     * and host alloc of whole 2 MiB pages, is asked to be huge
+     * (MADV_HUGEPAGE), as a GPU's page is 2 MiB: one fault, and 2 MiB
+     * zeroed, per 2 MiB first touched; cheapest for a user that touches every page (an engine's
      * tensors). CCA_HOST_PAGES_SMALL: never asked, so 4 KiB pages where
      * transparent huge pages are in madvise mode (the kernel's "always"
      * mode makes them huge regardless); cheapest for a user that touches a

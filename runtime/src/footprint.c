@@ -214,8 +214,9 @@ static int parse_sidecar(char *text, char **arch, size_t *batch, size_t *peak, c
         if (seen == &seen_arch) {
             *arch = sp + 1;
         } else if (!parse_number(value, seen == &seen_batch ? batch : peak)) {
-            snprintf(why, wn, "line %zu: %s '%.*s%s' is not a number (plain decimal)", line_no, key,
-                     ccai_utf8_head(value, strlen(value), 32), value, strlen(value) > 32 ? "..." : "");
+            snprintf(why, wn, "line %zu: %s '%.*s%s' is not a number (plain decimal)", line_no,
+                     seen == &seen_batch ? "batch" : "reserved_peak", ccai_utf8_head(value, strlen(value), 32), value,
+                     strlen(value) > 32 ? "..." : "");
             return 0;
         }
     }

@@ -713,8 +713,7 @@ static cca_status host_host_alloc(void *ctx, size_t size, void **ptr) {
     char *p = len ? map_aligned(len, align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS) : MAP_FAILED;
     if (p == MAP_FAILED)
         return cca_set_error(CCA_ERR_OUT_OF_MEMORY, "host-simulated: no host memory for %zu bytes", size);
-    if (align && d->huge)
-        (void)madvise(p, len, MADV_HUGEPAGE);
+    ask_huge(d, p, len); /* whole 2 MiB pages exactly when align */
     pthread_mutex_lock(&d->lock);
     bool recorded = reserve_span(&d->hosts, d->nhosts, &d->caphosts);
     if (recorded)

@@ -6,7 +6,8 @@ points into, slugged as GitHub does (lower case; characters other than
 letters, digits, '-', '_' and spaces dropped; spaces become '-'; a repeated
 heading gets -1, -2, ...). Links inside fenced code blocks and inline code
 are not links. Every run folder of bench/results is linked from the index,
-bench/results/README.md, and README.md's Layout block names every
+bench/results/README.md, no rows-from block quotes a run the index marks
+wholly superseded, and README.md's Layout block names every
 top-level folder and every docs/*.md. Absolute URLs (http:, mailto:, ...) are not checked: this
 machine may have no network. Prints each broken link; exit 1 if any.
 Standard library only."""
@@ -54,6 +55,30 @@ def anchors(path):
     return _anchors[path]
 
 
+def quotes_of_superseded_runs(index):
+    """A doc's <!-- rows-from: bench/results/RUN/... --> block must not quote a
+    run the index marks wholly superseded: its last cell ("superseded by")
+    starts with the link to the newer run. A cell that starts with words
+    ("in part, [...]", "its p99, by [...]") supersedes part of it, which docs
+    may still quote. Returns the number of such quotes, each printed."""
+    last_cell = {}
+    for line in index.splitlines():
+        m = re.match(r"\| \[([^\]]+)\]\(", line)
+        if m:
+            last_cell[m.group(1)] = line.strip().strip("|").split("|")[-1].strip()
+    bad = 0
+    for f in markdown_files():
+        if not os.path.exists(f) or not f.endswith(".md"):
+            continue
+        for n, line in enumerate(open(f, encoding="utf-8", errors="replace"), 1):
+            for run in re.findall(r"<!-- rows-from: bench/results/([^/\s]+)/", line):
+                if last_cell.get(run, "").startswith("["):
+                    print(f"{os.path.relpath(f, ROOT)}:{n}: quotes {run}, which the index marks superseded by "
+                          f"{last_cell[run]}")
+                    bad += 1
+    return bad
+
+
 def main():
     bad = links = 0
     for f in markdown_files():
@@ -81,6 +106,7 @@ def main():
             if os.path.isdir(os.path.join(results, run)) and f"]({run}/README.md)" not in index:
                 print(f"bench/results/README.md: no row for the run {run}")
                 bad += 1
+        bad += quotes_of_superseded_runs(index)
     # README.md's Layout block names every top-level folder and every doc
     layout = re.search(r"^## Layout\n+```\n(.*?)^```", open(os.path.join(ROOT, "README.md"), encoding="utf-8").read(),
                        re.S | re.M)

@@ -39,8 +39,8 @@
  *   workspace lives in the default domain.
  * - Calls nothing in engine.c: the engine calls down to this file.
  * - Costs: alloc/free: one cca_alloc_in / cca_free, plus one cca_get_stats
- *   and one mem_info per event when a timeline is set (and, for a free, a
- *   cca_block_size for the row's bytes); a refused allocation adds both for
+ *   and one mem_info per event when a timeline is set (and, for an alloc or
+ *   a free, a cca_block_size for the row's bytes); a refused allocation adds both for
  *   its message, and a domain stats read for a model's; the limit: one
  *   cca_get_config; a copy: one
  *   memcpy (simulated) or one cck_copy_to_device / cck_copy_to_host (CUDA); opening: a GPU count and one
@@ -206,6 +206,8 @@ ccr_status ccr_dev_alloc(ccr_engine *e, ccr_model *m, size_t bytes, const char *
     const char *model = m ? m->name : "";
     cca_status cs = cca_alloc_in(e->alloc, m ? m->domain : NULL, bytes, NULL, out);
     if (cs == CCA_OK) {
+        if (e->timeline) /* the row gives the block's size, as the free's row will */
+            cca_block_size(e->alloc, *out, &bytes);
         ccr_timeline_event(e, "alloc", tag, model, bytes);
         return CCR_OK;
     }

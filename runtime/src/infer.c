@@ -109,7 +109,8 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
     if (!ccr_mul_ok(batch, a->layers[0].in * sizeof(float), &in_bytes))
         return ccr_fail(CCR_ERR_INVALID_ARGUMENT, "batch %zu too large", batch);
     void *cur = NULL, *next = NULL;
-    st = ccr_dev_alloc(e, m, in_bytes, "input", &cur);
+    const char *cur_tag = "input"; /* what cur was allocated as: its free's row says the same */
+    st = ccr_dev_alloc(e, m, in_bytes, cur_tag, &cur);
     if (st == CCR_OK)
         st = ccr_dev_upload(e, cur, x_host, in_bytes);
     for (size_t i = 0; i < a->n_layers && st == CCR_OK; i++) {
@@ -122,8 +123,9 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
         if (st != CCR_OK)
             break;
         st = dense(e, l, cur, m->w[i], m->b[i], next, batch);
-        ccr_dev_free(e, m, cur, i == 0 ? "input" : "activation");
+        ccr_dev_free(e, m, cur, cur_tag);
         cur = next;
+        cur_tag = "activation";
         next = NULL;
     }
     size_t out = a->layers[a->n_layers - 1].out;
@@ -131,14 +133,15 @@ ccr_status ccr_model_run(ccr_model *m, const float *x_host, size_t batch, float 
         st = ccr_dev_alloc(e, m, batch * out * sizeof(float), "probs", &next);
         if (st == CCR_OK) {
             st = softmax(e, cur, next, batch, out);
-            ccr_dev_free(e, m, cur, "activation");
+            ccr_dev_free(e, m, cur, cur_tag);
             cur = next;
+            cur_tag = "probs";
             next = NULL;
         }
     }
     if (st == CCR_OK)
         st = ccr_dev_download(e, y_host, cur, batch * out * sizeof(float));
-    ccr_dev_free(e, m, cur, "output");
+    ccr_dev_free(e, m, cur, cur_tag);
     if (st != CCR_OK)
         return ccr_fail_prefix(st, "model '%s', batch %zu", m->name, batch);
     return CCR_OK;

@@ -713,6 +713,11 @@ static void check_timeline_rows(int comma) {
     cr_assert_not_null(fgets(line, sizeof line, f));
     cr_expect_str_eq(line, "t_ms,event,phase,model,tag,bytes,allocated,reserved,device_free,fragmentation\n");
     size_t allocs = 0, frees = 0, phases = 0, last_alloc = 1, frees_of_nothing = 0, run_tags = 0;
+    size_t prev_allocated = 0, alloc_bytes = 0, free_bytes = 0;
+    /* bytes allocated minus freed per tag: a block is freed under the tag it
+     * was allocated with */
+    const char *tags[] = {"weight", "bias", "input", "activation", "probs"};
+    long long by_tag[5] = {0};
     double last_t = 0;
     while (fgets(line, sizeof line, f)) {
         char *field[10];
@@ -734,12 +739,33 @@ static void check_timeline_rows(int comma) {
         phases += !strcmp(event, "phase");
         run_tags += !strcmp(event, "phase") && !strcmp(field[4], "batch=5"); /* a run's phase row: its batch */
         last_alloc = strtoull(field[6], NULL, 10);
+        /* a row's bytes are what its event moved `allocated` by: the
+         * block's size, the same on its alloc and its free row */
+        size_t bytes = strtoull(field[5], NULL, 10);
+        if (!strcmp(event, "alloc") || !strcmp(event, "free")) {
+            bool alloc = !strcmp(event, "alloc");
+            cr_expect_eq(alloc ? last_alloc - prev_allocated : prev_allocated - last_alloc, bytes,
+                         "%s %s: allocated %zu -> %zu, row says %zu bytes", event, field[4], prev_allocated, last_alloc,
+                         bytes);
+            *(alloc ? &alloc_bytes : &free_bytes) += bytes;
+            size_t t = 0;
+            while (t < 5 && strcmp(field[4], tags[t]))
+                t++;
+            cr_assert_lt(t, 5, "a row tagged '%s'", field[4]);
+            by_tag[t] += alloc ? (long long)bytes : -(long long)bytes;
+        } else {
+            cr_expect_eq(last_alloc, prev_allocated, "a %s row moves allocated", event);
+        }
+        prev_allocated = last_alloc;
     }
     fclose(f);
     unlink(path);
     /* 6 tensors, 1 input, 3 activations, 1 probs: 11 allocs, all freed */
     cr_expect_eq(allocs, 11);
     cr_expect_eq(frees, allocs);
+    cr_expect_eq(free_bytes, alloc_bytes, "the bytes balance");
+    for (size_t t = 0; t < 5; t++)
+        cr_expect_eq(by_tag[t], 0, "tag %s: %lld bytes allocated and never freed under it", tags[t], by_tag[t]);
     cr_expect_eq(frees_of_nothing, 0, "a free row gives the block's bytes");
     cr_expect_geq(phases, 4);
     cr_expect_eq(run_tags, 1);

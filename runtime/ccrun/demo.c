@@ -72,6 +72,7 @@ typedef struct demo {
     size_t steps_failed; /* how many                                   */
     char why[512];       /* the last failure's message, for the summary */
     size_t live_at_end;  /* live bytes of the acts' allocators at their end */
+    size_t greedy_held;  /* act 1's arena, idle (0: act 1 did not run)    */
 } demo;
 
 static void add_summary(demo *d, const char *act, const char *what, const char *fmt, ...) {
@@ -266,6 +267,7 @@ static void act1(demo *d, const char *spec_a, const char *spec_b) {
     if (a)
         unload(d, e, a, "A");
     size_t held = reserved(e);
+    d->greedy_held = held;
     ccrun_phase(&d->rep, e, "idle", "", 0, "no model loaded: process holds %.0f%% of the device", pct(held, d->total));
     add_summary(d, "1", "idle greedy process (no model) holds", "%s = %.0f%% of the device",
                 cca_format_bytes(held, b0, sizeof b0), pct(held, d->total));
@@ -313,9 +315,9 @@ static void act1(demo *d, const char *spec_a, const char *spec_b) {
 /* Act 2, run twice on the same device: classic segments
  * ("growth,expandable:0"), then expandable ones ("growth,expandable:1", the
  * default), act "2" and "2x". */
-static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_held, const char *policy,
-                 const char *act, const char *title) {
-    char b0[32], b1[32], b2[32];
+static void act2(demo *d, const char *spec_a, const char *spec_d, const char *policy, const char *act,
+                 const char *title) {
+    char b0[32], b1[32] = "unknown: act 1 did not run", b2[32];
     ccr_engine *e = begin_act(d, title, policy, 0, "nothing reserved yet");
     if (!e)
         return;
@@ -325,9 +327,10 @@ static void act2(demo *d, const char *spec_a, const char *spec_d, size_t greedy_
     ccr_model *a = load_run(d, e, "A", spec_a, d->batch);
     if (a) {
         size_t r = reserved(e);
-        add_summary(
-            d, act, pages ? "expandable: reserved with model A loaded" : "classic: reserved with model A loaded",
-            "%s (greedy held %s)", cca_format_bytes(r, b0, sizeof b0), cca_format_bytes(greedy_held, b1, sizeof b1));
+        add_summary(d, act,
+                    pages ? "expandable: reserved with model A loaded" : "classic: reserved with model A loaded",
+                    "%s (greedy held %s)", cca_format_bytes(r, b0, sizeof b0),
+                    d->greedy_held ? cca_format_bytes(d->greedy_held, b1, sizeof b1) : b1);
         unload(d, e, a, "A");
     }
     cca_release_report rr;
@@ -960,12 +963,9 @@ int ccrun_demo(const ccrun_options *o) {
     double t0 = ccrun_now_ms();
 
     act1(&d, sa, sb);
-    cca_config cfg;
-    cca_config_default(&cfg);
-    size_t greedy_held = (size_t)((double)d.free0 * cfg.greedy_fraction);
-    act2(&d, sa, sd, greedy_held, "growth,expandable:0", "2",
+    act2(&d, sa, sd, "growth,expandable:0", "2",
          "Act 2: growth over classic segments: reserved follows need; changing batch sizes, fragmentation, trim");
-    act2(&d, sa, sd, greedy_held, "growth,expandable:1", "2x",
+    act2(&d, sa, sd, "growth,expandable:1", "2x",
          "Act 2x: the same over expandable segments, the default: pages mapped as it grows, given back by trim");
     const char *specs[3] = {sa, sb, sc}, *labels[3] = {"A", "B", "C"};
     act3(&d, specs, labels);

@@ -449,6 +449,14 @@ check "--demo on a small simulated device, recording CCALLOC_TRACE" sh -c \
 expect 1 "the demo did not run whole: 11 step(s) failed" -- --demo --capacity 16M --iters 1
 check "--demo on a 16M device (TMPDIR empty: act 5 saves in /tmp): the act-2 rows name the batches that ran and those that failed" sh -c \
     "TMPDIR= '$CCRUN' --demo --device host --capacity 16M --iters 1 >'$TMP/d16' 2>/dev/null; test \$? -eq 1 && grep -q 'A written to /tmp/ccrun-demo-' '$TMP/d16' && grep -q '^run  *D .*batches 96,40,8,24 ran, 512,1024,700,300,1000 FAILED (5 of 9): [0-9]* splits' '$TMP/d16' && grep -q '^run  *D .*batches 96,40,8,300,24 ran, 512,1024,700,1000 FAILED (4 of 9): [0-9]* splits' '$TMP/d16' && ! grep -q 'batches 512,96,1024' '$TMP/d16' && test \$(grep -c '^2x\\? *fragmentation after changing batches *[0-9.]* (batches failed)' '$TMP/d16') -eq 2 && grep -q '^4 *domains: A unloaded while R runs *did not run: model' '$TMP/d16'"
+# act 2's comparison quotes what greedy held in act 1, measured there (it
+# was the device's free memory times the default greedy_fraction: 14.40 MiB
+# where act 1 held 16.00, and blind to a --conf greedy_fraction)
+HELD_AWK='/^1 *idle greedy process \(no model\) holds/ { held = $8 " " $9 }
+/greedy held/ { n++; if (substr($0, index($0, "greedy held ") + 12) != held ")") bad++ }
+END { exit !(held != "" && n == 2 && !bad) }'
+check "--demo: act 2 compares with the arena act 1 held (192M, 16M, greedy_fraction 0.5)" sh -c \
+    "awk '$HELD_AWK' '$TMP/demo' && awk '$HELD_AWK' '$TMP/d16' && '$CCRUN' --demo --device host --capacity 192M --iters 1 --conf greedy_fraction:0.5 >'$TMP/dg' 2>&1; awk '$HELD_AWK' '$TMP/dg' && grep -q '^1 *idle greedy process (no model) holds *96.00 MiB = 50% of the device' '$TMP/dg'"
 check "--demo act 4: memory trapped without domains, all of A returned with them, R unchanged, footprint without upstream calls" sh -c \
     "grep -q '^4 *no domains: A unloaded + empty-cache *device free +40.00 MiB of A.s 62.00 MiB; [1-9][0-9.]* MiB trapped' '$TMP/demo' && grep -q '^4 *domains: A unloaded while R runs *device free +62.00 MiB = exactly A.s whole reservation' '$TMP/demo' && grep -q '^4 *R.s outputs as A came and went *bit-identical in both sequences' '$TMP/demo' && grep -q '^4 *A loaded again: remembered footprint *62.00 MiB reserved in 1 upstream call, then 0 in load + 2 runs; peak 62.00 MiB <= first 62.00 MiB' '$TMP/demo'"
 

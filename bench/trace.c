@@ -716,7 +716,7 @@ int ccb_trace_read(ccb_trace *t, FILE *f, char *err, size_t errlen) {
 
 /* The file is read as a stream: a fopencookie FILE whose read inflates it
  * with zlib (or passes a plain file through), so the text is never held
- * whole, and the cap on decompressed bytes is counted as they come. A file
+ * whole, and the cap on its bytes (decompressed, for gzip) is counted as they come. A file
  * is gzip when it starts with gzip's magic bytes (1f 8b), whatever its name.
  * It may hold several members one after the other (gzip's rule: their texts
  * join, so each is a section of the trace); after the last member the file
@@ -957,14 +957,16 @@ int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char
     int rc = ccb_trace_read(t, f, err, errlen);
     t->budget = NULL; /* the trace outlives the load, its budget does not */
 
-    if (rc != 0 && !z->over_cap && !z->zerr) { /* a bad last line may be a cut stream: read on to know */
+    /* a bad last line of gzip may be a cut member: read on to know. Not a
+     * plain file: nothing is cut there, the reader's error stands */
+    if (rc != 0 && z->gzip && !z->over_cap && !z->zerr) {
         char tmp[1 << 14];
         while (gz_cookie_read(z, tmp, sizeof tmp) > 0)
             ;
     }
     fclose(f);
     gz_close(z);
-    int over_cap = z->over_cap, zerr = z->zerr;
+    int over_cap = z->over_cap, zerr = z->zerr, gzip = z->gzip;
     char msg[sizeof z->msg];
     memcpy(msg, z->msg, sizeof msg);
     free(z);
@@ -975,7 +977,7 @@ int ccb_trace_load_capped(ccb_trace *t, const char *path, size_t max_bytes, char
         ccb_trace_free(t);
         memcpy(t->name, name, sizeof name);
         if (over_cap)
-            return fail(err, errlen, "'%s': more than %zu bytes once decompressed", path, max_bytes);
+            return fail(err, errlen, "'%s': more than %zu bytes%s", path, max_bytes, gzip ? " once decompressed" : "");
         return fail(err, errlen, "'%s': %s", path, msg);
     }
     return rc;

@@ -982,6 +982,53 @@ Test(files, defect_gzip_of_exactly_the_cap_is_not_over_the_cap, .timeout = 60) {
     cr_assert(rc == 0 || strstr(err, "more than") == NULL, "a file of exactly 2^30 bytes refused with '%s'", err);
 }
 
+/* A plain file is not a stream that can be cut: the reader's own error
+ * stands, and the cap is on its bytes (nothing is decompressed). A plain
+ * trace over 1 GiB whose line 4 was too long was refused as "more than
+ * 1073741824 bytes once decompressed" (the loader read on to the cap as it
+ * does for gzip), and so was /dev/zero instead of its first line. The cap is
+ * lowered to 4 MiB (ccb_trace_load_capped) so that the files are small. */
+#define PLAIN_CAP ((size_t)4 << 20)
+
+static void plain_over_cap(const char *name, const char *head, int fill, size_t size, const char *want) {
+    const char *p = tmp_path(name);
+    FILE *f = fopen(p, "wb");
+    cr_assert_not_null(f);
+    fputs(head, f);
+    for (size_t n = strlen(head); n < size; n++)
+        fputc(fill, f);
+    fclose(f);
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load_capped(&t, p, PLAIN_CAP, err, sizeof err), -1, "%s", name);
+    cr_assert(strstr(err, want), "%s: '%s', wanted '%s'", name, err, want);
+    cr_assert_null(strstr(err, "decompressed"), "%s: a plain file is not decompressed: '%s'", name, err);
+    cr_assert_null(t.ev);
+    unlink(p);
+}
+
+Test(files, a_plain_file_over_the_cap_keeps_its_own_error) {
+    const char *head = "seq,op,id,size,stream\n0,alloc,1,512,0\n1,free,1,512,0\n";
+    plain_over_cap("long_line.csv", head, 'x', PLAIN_CAP + 4096, "line 4: too long");
+    plain_over_cap("zeros.csv", "", 0, PLAIN_CAP + 4096, "line 1: ");
+}
+
+Test(files, a_plain_file_of_good_lines_over_the_cap_says_its_bytes) {
+    const char *p = tmp_path("many.csv");
+    FILE *f = fopen(p, "wb");
+    cr_assert_not_null(f);
+    size_t n = (size_t)fprintf(f, "seq,op,id,size,stream\n");
+    for (size_t i = 0; n <= PLAIN_CAP; i += 2)
+        n += (size_t)fprintf(f, "%zu,alloc,1,512,0\n%zu,free,1,512,0\n", i, i + 1);
+    fclose(f);
+    ccb_trace t;
+    char err[256] = "";
+    cr_assert_eq(ccb_trace_load_capped(&t, p, PLAIN_CAP, err, sizeof err), -1);
+    cr_assert(strstr(err, "more than 4194304 bytes"), "%s", err);
+    cr_assert_null(strstr(err, "decompressed"), "a plain file is not decompressed: '%s'", err);
+    unlink(p);
+}
+
 /* The budget's own arithmetic (bench/budget.c), exactly: a block may take
  * the budget to its cap and no further, a block larger than the cap is
  * refused whatever is held, a give never takes held below 0, a growth is

@@ -1247,6 +1247,15 @@ Test(runtime_loader, a_model_saved_over_its_own_file_loads_back_the_same) {
     float *want = outputs_of(m, 4);
     cr_assert_eq(ccr_model_save(m, path), CCR_OK, "%s", ccr_last_error());
     ccr_model_unload(m);
+    /* the layer list says :nobias (a layer lacks one); layer 0's is a tensor */
+    char saved[512] = "";
+    f = fopen(path, "rb");
+    cr_assert_not_null(f);
+    saved[fread(saved, 1, sizeof saved - 1, f)] = '\0';
+    fclose(f);
+    cr_expect(memmem(saved, sizeof saved, "\"mlp:2x3x1:acts=none/relu:nosoftmax:nobias\"", 43) &&
+                  memmem(saved, sizeof saved, "\"0.bias\"", 8),
+              "the saved header: %s", saved + 8);
     cr_assert_eq(ccr_model_load_file(e, path, &m), CCR_OK, "%s", ccr_last_error());
     const ccr_arch *after = ccr_model_arch(m);
     cr_expect_eq(after->n_layers, 2);
@@ -1263,6 +1272,38 @@ Test(runtime_loader, a_model_saved_over_its_own_file_loads_back_the_same) {
     unlink(path);
     cr_expect_eq(live_bytes(e), 0);
     ccr_engine_destroy(e);
+}
+
+/* The tensors decide which layers have a bias: a layer list that says
+ * :nobias over a file with every bias loads every bias, and computes what
+ * the same file without :nobias computes. */
+Test(runtime_loader, a_files_biases_come_from_its_tensors_not_its_layer_list) {
+    static const float data[9] = {0.5f, -1, 2, 0.25f, 3, -2, 0.75f, 1, -0.5f}; /* 2x2 W, [2] b, 1x2 W, [1] b */
+    float y[2][2];
+    for (int nobias = 0; nobias < 2; nobias++) {
+        char header[512];
+        snprintf(header, sizeof header,
+                 "{\"__metadata__\":{\"ccr.mlp\":\"mlp:2x2x1:relu:nosoftmax%s\"},"
+                 "\"0.weight\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                 "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]},"
+                 "\"1.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[24,32]},"
+                 "\"1.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[32,36]}}",
+                 nobias ? ":nobias" : "");
+        unsigned char *buf;
+        FILE *f = bytes_stream(header, strlen(header), data, sizeof data, &buf);
+        ccr_engine *e = host_engine(16u << 20, NULL);
+        ccr_model *m;
+        cr_assert_eq(ccr_model_load_stream(e, f, "m", &m), CCR_OK, "%s", ccr_last_error());
+        const ccr_arch *a = ccr_model_arch(m);
+        cr_expect(a->layers[0].has_bias && a->layers[1].has_bias, "nobias %d: the file's biases are loaded", nobias);
+        const float x[2] = {1, 2};
+        cr_assert_eq(ccr_model_run(m, x, 1, y[nobias]), CCR_OK, "%s", ccr_last_error());
+        ccr_model_unload(m);
+        ccr_engine_destroy(e);
+        fclose(f);
+        free(buf);
+    }
+    cr_expect_eq(y[1][0], y[0][0], "the same model either way");
 }
 
 /* A save path that cannot be written is CCR_ERR_IO naming it and the

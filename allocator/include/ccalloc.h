@@ -1340,11 +1340,11 @@ cca_status cca_domain_sleep(cca_allocator *a, cca_domain *d, unsigned flags, cca
 /* Wake domain d (NULL: the default domain), all or nothing. A domain awake:
  * CCA_OK, nothing done. report may be NULL; it is zeroed first.
  * Errors (after any of them d is asleep, its host copy intact, nothing of
- * this call left mapped; should the upstream refuse to unmap it again,
- * those pages stay mapped and counted in reserved_bytes, as after a
- * refused unmap at sleep, and the next cca_domain_sleep gives them back;
- * pages an earlier refused unmap left mapped may go with this call's, so
- * reserved_bytes never grows):
+ * this call left mapped, and reserved_bytes no higher than before: pages
+ * an earlier refused unmap left mapped may go with this call's. Only
+ * should the upstream refuse to unmap this call's pages again do they stay
+ * mapped, counted in reserved_bytes, which then grows by them, as after a
+ * refused unmap at sleep; the next cca_domain_sleep gives them back):
  *  - CCA_ERR_INVALID_ARGUMENT: a domain that is not a's;
  *  - CCA_ERR_OUT_OF_MEMORY before anything is mapped: the pages needed
  *    pass max_reserved, or the device's free memory (mem_info) is short,

@@ -27,6 +27,7 @@
 #include "../kinds/pages.h" /* ccai_pages_mapped: I7 */
 
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 /* ---- invariants --------------------------------------------------------- */
@@ -307,10 +308,11 @@ cca_status cca_check_invariants(const cca_allocator *a) {
 
 cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *who) {
     uintptr_t p = (uintptr_t)ptr;
+    bool freeing = !strcmp(who, "cca_free"); /* the others free nothing: no "double free" */
     ccai_block *live = ccai_live_map_find(&a->live, p);
     if (live && live->state == CCAI_PENDING)
-        return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: double free of %p (its free is waiting on stream events)",
-                             who, ptr);
+        return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: %s%p%s (its free is waiting on stream events)", who,
+                             freeing ? "double free of " : "", ptr, freeing ? "" : " was freed");
     for (ccai_segment *s = a->segments; s; s = s->next) {
         if (p < s->base || p >= s->base + s->size)
             continue;
@@ -318,14 +320,19 @@ cca_status ccai_diagnose_pointer(cca_allocator *a, const void *ptr, const char *
             if (p < b->addr || p >= b->addr + b->size)
                 continue;
             if (b->state == CCAI_FREE && b->addr == p)
-                return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: double free of %p", who, ptr);
+                return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: %s%p%s", who, freeing ? "double free of " : "", ptr,
+                                     freeing ? "" : " was freed: it starts a free block");
             if (b->state == CCAI_FREE)
-                return cca_set_error(
-                    CCA_ERR_INVALID_POINTER,
-                    "%s: %p lies inside a free block (double free of a coalesced block, or stale pointer)", who, ptr);
+                return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: %p lies inside a free block (%s)", who, ptr,
+                                     freeing ? "double free of a coalesced block, or stale pointer" : "stale pointer");
             return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: interior pointer %p (block starts at %p, offset %zu)",
                                  who, ptr, (void *)b->addr, (size_t)(p - b->addr));
         }
     }
-    return cca_set_error(CCA_ERR_INVALID_POINTER, "%s: %p was not allocated by this allocator", who, ptr);
+    /* no segment holds it: never this allocator's, or its memory is gone
+     * (freed and given back, or dropped by a forced domain release) */
+    return cca_set_error(CCA_ERR_INVALID_POINTER,
+                         "%s: %p is not in this allocator's memory (not allocated by it, or its memory was given "
+                         "back: freed and released, or dropped by a forced domain release)",
+                         who, ptr);
 }

@@ -913,6 +913,50 @@ Test(sleep_hostile, a_refused_unmap_then_wake_free_or_destroy_gives_everything_b
     }
 }
 
+/* A wake whose copy fails undoes its maps; should the device refuse those
+ * unmaps too, the pages stay mapped and reserved_bytes grows by them (the
+ * one case: ccalloc.h, cca_domain_wake's Errors), the domain asleep with
+ * its host copy intact; the next sleep of the domain, asleep already, gives
+ * them back (its bytes_unmapped), and a wake then brings the bytes back. */
+static void wake_undo_refused(int backing) {
+    tu_faulty f;
+    cca_upstream *inner = tu_vm_device_backed(256 * MiB, backing == CCA_VM_PAGES ? 64 * KiB : 0, backing);
+    cca_upstream *u = tu_faulty_create_streams(&f, inner, "ux", true);
+    cca_allocator *a = tu_allocator(u, NULL);
+    unsigned char *p;
+    cr_assert_eq(cca_alloc(a, 3 * MiB, NULL, (void **)&p), CCA_OK, "%s", cca_last_error());
+    for (size_t i = 0; i < 3 * MiB; i++)
+        p[i] = (unsigned char)(i * 7 + 1);
+    cr_assert_eq(cca_domain_sleep(a, NULL, 0, NULL), CCA_OK, "%s", cca_last_error());
+    size_t asleep_reserved = tu_stats(a).reserved_bytes, host = tu_stats(a).host_bytes;
+    f.fail_at[TU_FAULT_COPY] = f.calls[TU_FAULT_COPY] + 1;
+    f.fail_at[TU_FAULT_UNMAP] = f.calls[TU_FAULT_UNMAP] + 1;
+    f.sticky[TU_FAULT_UNMAP] = true;
+    cr_assert_eq(cca_domain_wake(a, NULL, NULL), CCA_ERR_UPSTREAM, "the copy refused: %s", cca_last_error());
+    tu_faulty_faults_off(&f);
+    cca_stats s = tu_stats(a);
+    cr_assert_eq(s.asleep_domains, 1, "asleep after the refused wake");
+    cr_assert_eq(s.host_bytes, host, "its host copy kept");
+    cr_assert_gt(s.reserved_bytes, asleep_reserved, "the pages the device would not unmap stay reserved");
+    cr_assert_eq(cca_check_invariants(a), CCA_OK, "%s", cca_last_error());
+    cca_sleep_report r;
+    cr_assert_eq(cca_domain_sleep(a, NULL, 0, &r), CCA_OK, "%s", cca_last_error());
+    cr_assert_eq(r.bytes_unmapped, s.reserved_bytes - asleep_reserved, "the next sleep gives them back");
+    cr_assert_eq(tu_stats(a).reserved_bytes, asleep_reserved);
+    cr_assert_eq(cca_domain_wake(a, NULL, NULL), CCA_OK, "%s", cca_last_error());
+    for (size_t i = 0; i < 3 * MiB; i++)
+        if (p[i] != (unsigned char)(i * 7 + 1))
+            cr_assert_fail("byte %zu changed across the refused wake", i);
+    tu_free(a, p);
+    tu_teardown(a, u);
+    cca_upstream_destroy(inner);
+}
+
+Test(sleep_hostile, a_wake_whose_undo_unmap_is_refused_keeps_its_pages_until_the_next_sleep) {
+    wake_undo_refused(CCA_VM_WHOLE_MAPS);
+    wake_undo_refused(CCA_VM_PAGES);
+}
+
 /* The end of the tests below: the two live blocks at p[0] and p[2] freed,
  * the allocator and both upstreams gone. */
 static void free_ends_and_tear_down(cca_allocator *a, void *p[3], cca_upstream *u, cca_upstream *inner) {

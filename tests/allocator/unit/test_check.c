@@ -168,9 +168,41 @@ Test(check, bad_pointers_are_diagnosed_precisely) {
     cr_assert_str_eq(cca_last_error(), want);
     int local;
     cr_assert_eq(cca_free(a, &local), CCA_ERR_INVALID_POINTER);
-    snprintf(want, sizeof want, "cca_free: %p was not allocated by this allocator", (void *)&local);
+    snprintf(want, sizeof want,
+             "cca_free: %p is not in this allocator's memory (not allocated by it, or its memory was given back: "
+             "freed and released, or dropped by a forced domain release)",
+             (void *)&local);
+    cr_assert_str_eq(cca_last_error(), want);
+    /* calls that free nothing say what the pointer is, never "double free" */
+    size_t n;
+    cr_assert_eq(cca_block_size(a, p, &n), CCA_ERR_INVALID_POINTER);
+    snprintf(want, sizeof want, "cca_block_size: %p was freed: it starts a free block", (void *)p);
+    cr_assert_str_eq(cca_last_error(), want);
+    cr_assert_eq(cca_record_stream(a, p + 512, (cca_stream)&n), CCA_ERR_INVALID_POINTER);
+    snprintf(want, sizeof want, "cca_record_stream: %p lies inside a free block (stale pointer)", (void *)(p + 512));
+    cr_assert_str_eq(cca_last_error(), want);
+    cca_domain *d;
+    cr_assert_eq(cca_domain_of(a, p, &d), CCA_ERR_INVALID_POINTER);
+    snprintf(want, sizeof want, "cca_domain_of: %p was freed: it starts a free block", (void *)p);
     cr_assert_str_eq(cca_last_error(), want);
     tu_free(a, q);
+}
+
+/* A block of a domain that a forced release dropped: its memory is gone,
+ * and the message says that may be why, never that this allocator did
+ * not allocate it. */
+Test(check, a_pointer_a_forced_release_dropped_is_not_called_foreign) {
+    cca_domain *d;
+    cr_assert_eq(cca_domain_create(a, "m", &d), CCA_OK);
+    void *p;
+    cr_assert_eq(cca_alloc_in(a, d, 4096, NULL, &p), CCA_OK);
+    cr_assert_eq(cca_domain_release(a, d, CCA_DOMAIN_FORCE, NULL), CCA_OK, "%s", cca_last_error());
+    size_t n;
+    cr_assert_eq(cca_block_size(a, p, &n), CCA_ERR_INVALID_POINTER);
+    cr_assert(strstr(cca_last_error(), "dropped by a forced domain release"), "%s", cca_last_error());
+    cr_assert_eq(cca_free(a, p), CCA_ERR_INVALID_POINTER);
+    cr_assert(strstr(cca_last_error(), "dropped by a forced domain release"), "%s", cca_last_error());
+    cr_assert_eq(cca_domain_destroy(a, d, 0, NULL), CCA_OK, "%s", cca_last_error());
 }
 
 /* Each check of the walk, met by the state it exists for: the message is

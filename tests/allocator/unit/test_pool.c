@@ -918,9 +918,9 @@ Test(pool, double_free_foreign_and_interior_pointers_change_nothing) {
         {(char *)big + 2 * MiB, "interior of a large block", "interior pointer"},
         {(char *)p + 4096, "inside a free block", "free block"},
         {(char *)big + 4 * MiB + 1 * MiB, "inside the free tail", "free block"},
-        {&on_stack, "a stack address", "not allocated by this allocator"},
-        {heap, "a malloc pointer", "not allocated by this allocator"},
-        {theirs, "another allocator's block", "not allocated by this allocator"},
+        {&on_stack, "a stack address", "not in this allocator's memory"},
+        {heap, "a malloc pointer", "not in this allocator's memory"},
+        {theirs, "another allocator's block", "not in this allocator's memory"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cr_assert_eq(cca_free(a, cases[i].ptr), CCA_ERR_INVALID_POINTER, "%s", cases[i].what);

@@ -284,7 +284,7 @@ END { exit !(seen == 1 && !bad) }'
 check "--demo act 4: the bytes trapped by R are the bytes held less the bytes allocated" sh -c \
     "'$CCRUN' --demo --device host --capacity 192M >'$TMP/d4' 2>&1 && awk '$TRAPPED_AWK' '$TMP/d4'"
 check "--demo takes a --conf longer than 512 bytes whole" sh -c \
-    "'$CCRUN' --demo --device host --capacity 192M --conf '${PAD}max_reserved:512M' >'$TMP/ld' 2>&1 && grep -q '== baseline 192.00 MiB every time' '$TMP/ld'"
+    "'$CCRUN' --demo --device host --capacity 192M --conf '${PAD}max_reserved:512M,greedy_fraction:0.75' >'$TMP/ld' 2>&1 && grep -q '== baseline 192.00 MiB every time' '$TMP/ld'"
 LD=$TMP/$(printf 'd%.0s' $(seq 1 150))
 mkdir -p "$LD"
 cp "$SRC/tests/fixtures/digits_mlp.safetensors" "$LD/digits.safetensors"
@@ -455,8 +455,8 @@ check "--demo on a 16M device (TMPDIR empty: act 5 saves in /tmp): the act-2 row
 HELD_AWK='/^1 *idle greedy process \(no model\) holds/ { held = $8 " " $9 }
 /greedy held/ { n++; if (substr($0, index($0, "greedy held ") + 12) != held ")") bad++ }
 END { exit !(held != "" && n == 2 && !bad) }'
-check "--demo: act 2 compares with the arena act 1 held (192M, 16M, greedy_fraction 0.5)" sh -c \
-    "awk '$HELD_AWK' '$TMP/demo' && awk '$HELD_AWK' '$TMP/d16' && '$CCRUN' --demo --device host --capacity 192M --iters 1 --conf greedy_fraction:0.5 >'$TMP/dg' 2>&1; awk '$HELD_AWK' '$TMP/dg' && grep -q '^1 *idle greedy process (no model) holds *96.00 MiB = 50% of the device' '$TMP/dg'"
+check "--demo: act 2 compares with the arena act 1 held (192M, 16M, and the long --conf's greedy_fraction 0.75)" sh -c \
+    "awk '$HELD_AWK' '$TMP/demo' && awk '$HELD_AWK' '$TMP/d16' && awk '$HELD_AWK' '$TMP/ld' && grep -q '^1 *idle greedy process (no model) holds *144.00 MiB = 75% of the device' '$TMP/ld'"
 check "--demo act 4: memory trapped without domains, all of A returned with them, R unchanged, footprint without upstream calls" sh -c \
     "grep -q '^4 *no domains: A unloaded + empty-cache *device free +40.00 MiB of A.s 62.00 MiB; [1-9][0-9.]* MiB trapped' '$TMP/demo' && grep -q '^4 *domains: A unloaded while R runs *device free +62.00 MiB = exactly A.s whole reservation' '$TMP/demo' && grep -q '^4 *R.s outputs as A came and went *bit-identical in both sequences' '$TMP/demo' && grep -q '^4 *A loaded again: remembered footprint *62.00 MiB reserved in 1 upstream call, then 0 in load + 2 runs; peak 62.00 MiB <= first 62.00 MiB' '$TMP/demo'"
 
